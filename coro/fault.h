@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Fault injection for the coroutine layer and the runtime: every call that can
+ * fail for lack of a resource goes through one of these wrappers, and a test
+ * can make the Nth call from now fail (neco's fail-counter idea). The
+ * countdowns are process-wide atomics, so they also reach calls made on shard
+ * threads; a countdown of 0 means "off" and costs one relaxed load.
+ */
+#ifndef WEFT_CORO_FAULT_H
+#define WEFT_CORO_FAULT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+enum weft__fault_site {
+  WEFT__FAULT_MMAP,      /* stack and slab mappings */
+  WEFT__FAULT_MALLOC,    /* heap allocations of runtime objects */
+  WEFT__FAULT_RING,      /* io_uring ring setup */
+  WEFT__FAULT_THREAD,    /* pthread_create of shard threads */
+  WEFT__FAULT_NSITES
+};
+
+extern _Atomic long weft__fault_countdown[WEFT__FAULT_NSITES];
+
+/* Make the nth call (1 = the next one) at `site` fail; 0 turns it off. */
+void weft__fault_arm(enum weft__fault_site site, long nth);
+
+/* True when this call at `site` must fail (consumes one step of the countdown). */
+static inline bool weft__fault_hit(enum weft__fault_site site)
+{
+  long v = atomic_load_explicit(&weft__fault_countdown[site], memory_order_relaxed);
+  while (__builtin_expect(v > 0, 0)) {
+    if (atomic_compare_exchange_weak(&weft__fault_countdown[site], &v, v - 1))
+      return v == 1;
+  }
+  return false;
+}
+
+void *weft__mmap(void *addr, size_t len, int prot, int flags);
+void *weft__malloc(size_t n);
+void *weft__calloc(size_t n, size_t size);
+
+#endif

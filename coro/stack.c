@@ -1,0 +1,321 @@
+/* SPDX-License-Identifier: MIT */
+#include "stack.h"
+
+#include "fault.h"
+#include "sanitize.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* ---- process-wide state ------------------------------------------------ */
+
+static _Atomic uint64_t n_mmaps, n_munmaps, n_cache_hits;
+static _Atomic int64_t n_guarded, n_slab;
+static _Atomic int64_t guard_budget = -1;      /* -1: not computed yet */
+static _Atomic unsigned cache_limit = 64;
+
+/* Slab stacks of one size. Freed slots go to `free_slots` (their pages given
+ * back with MADV_DONTNEED); new ones are cut from the current slab. */
+struct slab_class {
+  struct slab_class *next;
+  size_t slot;          /* bytes per slot, canary included */
+  char *cur, *end;      /* unused part of the newest slab */
+  char **free_slots;
+  size_t n_free, cap_free;
+};
+static pthread_mutex_t slab_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct slab_class *slab_classes;
+
+static size_t page_size(void)
+{
+  static _Atomic size_t ps;
+  size_t v = atomic_load_explicit(&ps, memory_order_relaxed);
+  if (!v) {
+    v = (size_t)sysconf(_SC_PAGESIZE);
+    atomic_store_explicit(&ps, v, memory_order_relaxed);
+  }
+  return v;
+}
+
+/* Each guarded stack takes two map entries (guard + stack); keep a reserve
+ * of 8192 entries for everything else the process maps (thread stacks,
+ * malloc arenas, libraries, slabs). */
+static int64_t default_budget(void)
+{
+  long max_maps = 65530;
+  FILE *f = fopen("/proc/sys/vm/max_map_count", "re");
+  if (f) {
+    if (fscanf(f, "%ld", &max_maps) != 1)
+      max_maps = 65530;
+    fclose(f);
+  }
+  long b = (max_maps - 8192) / 2;
+  return b > 0 ? b : 0;
+}
+
+static int64_t budget(void)
+{
+  int64_t b = atomic_load_explicit(&guard_budget, memory_order_relaxed);
+  if (b < 0) {
+    b = default_budget();
+    int64_t unset = -1;
+    if (!atomic_compare_exchange_strong(&guard_budget, &unset, b))
+      b = unset;
+  }
+  return b;
+}
+
+void weft__stack_set_guard_budget(long b)
+{
+  atomic_store(&guard_budget, b < 0 ? default_budget() : (int64_t)b);
+}
+
+void weft__stack_set_cache_limit(unsigned n)
+{
+  atomic_store(&cache_limit, n);
+}
+
+void weft__stack_get_counters(weft__stack_counters *out)
+{
+  out->mmaps = atomic_load(&n_mmaps);
+  out->munmaps = atomic_load(&n_munmaps);
+  out->cache_hits = atomic_load(&n_cache_hits);
+  out->guarded_live = atomic_load(&n_guarded);
+  out->slab_live = atomic_load(&n_slab);
+  out->guard_budget = budget();
+}
+
+static void *map_region(size_t len, int prot)
+{
+  void *p = weft__mmap(NULL, len, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
+  if (p == MAP_FAILED)
+    return NULL;
+  atomic_fetch_add_explicit(&n_mmaps, 1, memory_order_relaxed);
+  madvise(p, len, MADV_NOHUGEPAGE);
+  return p;
+}
+
+/* ---- guarded stacks ------------------------------------------------------ */
+
+static int guarded_alloc(weft__stack *st, size_t size)
+{
+  if (atomic_fetch_add(&n_guarded, 1) >= budget()) {
+    atomic_fetch_sub(&n_guarded, 1);
+    return -EAGAIN; /* over budget: the caller uses a slab */
+  }
+  size_t len = size + WEFT__STACK_GUARD;
+  /* Map everything inaccessible, then open the part above the guard: one
+   * mapping, two map entries, and no window in which the guard is writable. */
+  char *map = map_region(len, PROT_NONE);
+  if (!map) {
+    atomic_fetch_sub(&n_guarded, 1);
+    return -ENOMEM;
+  }
+  if (mprotect(map + WEFT__STACK_GUARD, size, PROT_READ | PROT_WRITE) != 0) {
+    munmap(map, len);
+    atomic_fetch_add_explicit(&n_munmaps, 1, memory_order_relaxed);
+    atomic_fetch_sub(&n_guarded, 1);
+    return -ENOMEM;
+  }
+  st->map = map;
+  st->map_len = len;
+  st->base = map + WEFT__STACK_GUARD;
+  st->size = size;
+  st->kind = WEFT__STACK_GUARDED;
+  return 0;
+}
+
+static void guarded_release(weft__stack *st)
+{
+  munmap(st->map, st->map_len);
+  atomic_fetch_add_explicit(&n_munmaps, 1, memory_order_relaxed);
+  atomic_fetch_sub(&n_guarded, 1);
+}
+
+/* ---- slab stacks ---------------------------------------------------------- */
+
+static struct slab_class *slab_class_for(size_t slot)
+{
+  for (struct slab_class *c = slab_classes; c; c = c->next)
+    if (c->slot == slot)
+      return c;
+  struct slab_class *c = calloc(1, sizeof(*c));
+  if (!c)
+    return NULL;
+  c->slot = slot;
+  c->next = slab_classes;
+  slab_classes = c;
+  return c;
+}
+
+static int slab_alloc(weft__stack *st, size_t size)
+{
+  size_t slot = size; /* the canary lives inside the slot's lowest bytes */
+  char *p = NULL;
+  pthread_mutex_lock(&slab_lock);
+  struct slab_class *c = slab_class_for(slot);
+  if (c && c->n_free) {
+    p = c->free_slots[--c->n_free];
+  } else if (c) {
+    if (c->cur == c->end) {
+      /* 64 MiB of address space per slab (at least 16 stacks): one map entry
+       * for many coroutines. Nothing is committed until touched. */
+      size_t n = ((size_t)64 << 20) / slot;
+      if (n < 16)
+        n = 16;
+      char *s = map_region(n * slot, PROT_READ | PROT_WRITE);
+      if (s) {
+        c->cur = s;
+        c->end = s + n * slot;
+      }
+    }
+    if (c->cur != c->end) {
+      p = c->cur;
+      c->cur += slot;
+    }
+  }
+  pthread_mutex_unlock(&slab_lock);
+  if (!p)
+    return -ENOMEM;
+  atomic_fetch_add(&n_slab, 1);
+  st->map = p;
+  st->map_len = slot;
+  st->base = p + WEFT__STACK_CANARY;
+  st->size = slot - WEFT__STACK_CANARY;
+  st->kind = WEFT__STACK_SLAB;
+  return 0;
+}
+
+static void slab_release(weft__stack *st)
+{
+  /* Give the pages back (this also re-zeroes the canary) before the slot can
+   * be handed out again. */
+  madvise(st->map, st->map_len, MADV_DONTNEED);
+  pthread_mutex_lock(&slab_lock);
+  struct slab_class *c = slab_class_for(st->map_len);
+  if (c && c->n_free == c->cap_free) {
+    size_t cap = c->cap_free ? c->cap_free * 2 : 256;
+    char **v = realloc(c->free_slots, cap * sizeof(*v));
+    if (v) {
+      c->free_slots = v;
+      c->cap_free = cap;
+    }
+  }
+  if (c && c->n_free < c->cap_free)
+    c->free_slots[c->n_free++] = st->map;
+  /* else: no memory to remember the slot; its address space stays reserved
+   * (and unused) rather than risk handing out a slot twice. */
+  pthread_mutex_unlock(&slab_lock);
+  atomic_fetch_sub(&n_slab, 1);
+}
+
+/* ---- the per-thread cache ------------------------------------------------- */
+
+/* A cached stack keeps its own descriptor in its top bytes. */
+struct cached {
+  weft__stack st;
+  struct cached *next;
+};
+
+static __thread struct cached *cache_head;
+static __thread unsigned cache_count;
+static pthread_key_t cache_key;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+
+static void release(weft__stack *st)
+{
+  weft__valgrind_deregister(st->vg_id);
+  if (st->kind == WEFT__STACK_GUARDED)
+    guarded_release(st);
+  else
+    slab_release(st);
+}
+
+void weft__stack_cache_drain(void)
+{
+  while (cache_head) {
+    struct cached *c = cache_head;
+    cache_head = c->next;
+    weft__stack st = c->st;
+    release(&st);
+  }
+  cache_count = 0;
+}
+
+static void cache_destructor(void *unused)
+{
+  (void)unused;
+  weft__stack_cache_drain();
+}
+
+static void cache_key_init(void)
+{
+  pthread_key_create(&cache_key, cache_destructor);
+}
+
+static struct cached *cached_at(const weft__stack *st)
+{
+  return (struct cached *)(void *)(st->base + st->size - sizeof(struct cached));
+}
+
+int weft__stack_alloc(weft__stack *st, size_t size)
+{
+  if (size == 0 || size > WEFT__STACK_MAX)
+    return -EINVAL;
+  size_t ps = page_size();
+  size = (size + ps - 1) & ~(ps - 1);
+  if (size < WEFT__STACK_MIN)
+    size = WEFT__STACK_MIN;
+
+  /* The cache is LIFO; most programs use one stack size, so look at the
+   * first few entries only instead of walking the list. */
+  struct cached **pp = &cache_head;
+  for (int i = 0; *pp && i < 4; i++, pp = &(*pp)->next) {
+    if ((*pp)->st.request == size) {
+      struct cached *c = *pp;
+      *pp = c->next;
+      cache_count--;
+      *st = c->st;
+      atomic_fetch_add_explicit(&n_cache_hits, 1, memory_order_relaxed);
+      return 0;
+    }
+  }
+
+  int r = guarded_alloc(st, size);
+  if (r == -EAGAIN)
+    r = slab_alloc(st, size);
+  if (r < 0)
+    return r;
+  st->request = size;
+  st->vg_id = weft__valgrind_register(st->base, st->base + st->size);
+  return 0;
+}
+
+void weft__stack_free(weft__stack *st)
+{
+  /* ASan may have left redzones of the last coroutine's frames poisoned. */
+  weft__asan_unpoison(st->base, st->size);
+  /* A slab stack whose canary was overwritten must not be handed out as is:
+   * releasing it re-zeroes the slot (MADV_DONTNEED) before it is reused. */
+  if (!weft__stack_canary_ok(st)) {
+    release(st);
+    return;
+  }
+  if (cache_count < atomic_load_explicit(&cache_limit, memory_order_relaxed)) {
+    pthread_once(&cache_once, cache_key_init);
+    if (!cache_count)
+      pthread_setspecific(cache_key, (void *)1); /* arms the exit destructor */
+    struct cached *c = cached_at(st);
+    c->st = *st;
+    c->next = cache_head;
+    cache_head = c;
+    cache_count++;
+    return;
+  }
+  release(st);
+}

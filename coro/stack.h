@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Coroutine stacks.
+ *
+ * Two kinds, one interface:
+ *  - guarded: its own mmap with a PROT_NONE guard below it. Costs two entries
+ *    of the kernel's per-process map table (vm.max_map_count, 65530 by
+ *    default), so only a budget of them may exist at once;
+ *  - slab: carved from large shared mappings (one map entry for many stacks),
+ *    used past the guarded budget so that a million coroutines fit on a stock
+ *    kernel. No guard page: the lowest WEFT__STACK_CANARY bytes are kept zero
+ *    and checked at every switch, so an overflow is reported (after the fact)
+ *    instead of silently corrupting the neighbour.
+ * Both are mapped MAP_NORESERVE and MADV_NOHUGEPAGE: pages are committed only
+ * when touched, and a huge page must not turn a 4 KiB stack into 2 MiB.
+ *
+ * A per-thread cache of free stacks (bounded) makes the common create/destroy
+ * cycle free of syscalls; its contents go back to the system when the thread
+ * exits.
+ */
+#ifndef WEFT_CORO_STACK_H
+#define WEFT_CORO_STACK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define WEFT__STACK_MIN ((size_t)16 << 10)       /* smallest stack accepted */
+#define WEFT__STACK_MAX ((size_t)1 << 30)        /* largest stack accepted */
+#define WEFT__STACK_GUARD ((size_t)16 << 10)     /* guard below a guarded stack */
+#define WEFT__STACK_CANARY ((size_t)64)          /* zero bytes at a slab stack's bottom */
+
+enum weft__stack_kind { WEFT__STACK_GUARDED = 1, WEFT__STACK_SLAB = 2 };
+
+typedef struct weft__stack {
+  char *base;      /* lowest usable byte (above the guard or canary) */
+  size_t size;     /* usable bytes; the stack grows down from base + size */
+  char *map;       /* start of the mapping (guard included) or of the slot */
+  size_t map_len;  /* length of that mapping or slot */
+  size_t request;  /* the page-rounded size asked for: the cache's key */
+  unsigned kind;   /* enum weft__stack_kind */
+  unsigned vg_id;  /* Valgrind registration, 0 without Valgrind */
+} weft__stack;
+
+/* Counters, process-wide. */
+typedef struct weft__stack_counters {
+  uint64_t mmaps;        /* mappings made (stacks and slabs) */
+  uint64_t munmaps;      /* mappings removed */
+  uint64_t cache_hits;   /* allocations served by a thread's cache */
+  int64_t guarded_live;  /* guarded stacks that exist (in use or cached) */
+  int64_t slab_live;     /* slab stacks handed out and not yet returned */
+  int64_t guard_budget;  /* the limit on guarded_live */
+} weft__stack_counters;
+
+/* Rounds `size` up to whole pages. 0 or past WEFT__STACK_MAX → -EINVAL,
+ * no memory → -ENOMEM; on failure *st is untouched. */
+int weft__stack_alloc(weft__stack *st, size_t size);
+
+/* Returns a stack to this thread's cache, or to the system when it is full. */
+void weft__stack_free(weft__stack *st);
+
+/* True unless a slab stack's canary bytes were overwritten. */
+static inline bool weft__stack_canary_ok(const weft__stack *st)
+{
+  if (st->kind != WEFT__STACK_SLAB)
+    return true;
+  const uint64_t *w = (const uint64_t *)(const void *)st->map;
+  uint64_t acc = 0;
+  for (size_t i = 0; i < WEFT__STACK_CANARY / sizeof(uint64_t); i++)
+    acc |= w[i];
+  return acc == 0;
+}
+
+/* Limit on guarded stacks; a negative value restores the default, derived
+ * from vm.max_map_count. Stacks beyond it come from slabs. */
+void weft__stack_set_guard_budget(long budget);
+
+/* Largest number of stacks one thread keeps cached (default 64). */
+void weft__stack_set_cache_limit(unsigned n);
+
+/* Gives this thread's cached stacks back to the system. */
+void weft__stack_cache_drain(void);
+
+void weft__stack_get_counters(weft__stack_counters *out);
+
+#endif

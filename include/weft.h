@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * weft: stackful coroutines on per-shard io_uring schedulers.
+ * The umbrella header; each part can also be included alone.
+ */
+#ifndef WEFT_H
+#define WEFT_H
+
+#include "weft/blocking.h"
+#include "weft/common.h"
+#include "weft/fs.h"
+#include "weft/group.h"
+#include "weft/io.h"
+#include "weft/runtime.h"
+#include "weft/stats.h"
+#include "weft/sync.h"
+#include "weft/task.h"
+#include "weft/time.h"
+
+#endif

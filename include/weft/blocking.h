@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The blocking pool: run a function that would block a shard (a system call
+ * io_uring has no operation for, a library that blocks, DNS, heavy CPU work)
+ * on a pool thread while the calling coroutine is suspended.
+ *
+ * Each runtime has its own pool: threads are started on demand up to
+ * weft_config.blocking_threads and leave after blocking_idle_ns without work.
+ * A finished job wakes its coroutine's shard with a msg_ring message - no
+ * polling anywhere.
+ */
+#ifndef WEFT_BLOCKING_H
+#define WEFT_BLOCKING_H
+
+#include "common.h"
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Runs fn(arg) on a pool thread and stores its result in *ret (if ret is not
+ * NULL). Returns 0, or -ENOMEM / -EAGAIN when no thread can be started and
+ * none is free (the job did not run).
+ * On a plain thread fn runs right there, on the caller's thread.
+ *
+ * A job cannot be interrupted: if the deadline passes or the task is
+ * cancelled while fn runs, the call still waits for fn to return (fn may use
+ * the caller's memory), then returns -ETIMEDOUT / -ECANCELED (*ret is set).
+ * If the job had not started yet it is dropped and the call returns at once. */
+WEFT_API int weft_blocking(void *(*fn)(void *), void *arg, void **ret);
+WEFT_API int weft_blocking_dl(void *(*fn)(void *), void *arg, void **ret, int64_t deadline);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Reading and writing any file descriptor (pipes, files, sockets, ...).
+ *
+ * Inside a coroutine each call is one io_uring operation: the coroutine is
+ * suspended until it completes and the shard runs other coroutines. The
+ * buffers must stay valid until the call returns (they do: the call does not
+ * return before the kernel is done with them, on every path - deadline and
+ * cancellation included).
+ *
+ * Results are those of read(2)/write(2) as -errno: e.g. -EBADF, -EAGAIN is
+ * never returned for a blocking descriptor. _dl variants take an absolute
+ * deadline (-ETIMEDOUT when it passes; the operation is then cancelled and
+ * nothing was transferred, unless it completed first, in which case its
+ * result is returned). A cancelled task gets -ECANCELED, with the same rule.
+ *
+ * On a plain thread these calls run the ordinary blocking system call (with
+ * poll(2) for the deadline).
+ */
+#ifndef WEFT_IO_H
+#define WEFT_IO_H
+
+#include "common.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* read(2): up to n bytes (at most 2 GiB at once) at the file position. */
+WEFT_API ssize_t weft_read(int fd, void *buf, size_t n);
+WEFT_API ssize_t weft_read_dl(int fd, void *buf, size_t n, int64_t deadline);
+
+/* write(2): up to n bytes (at most 2 GiB at once); may write fewer. */
+WEFT_API ssize_t weft_write(int fd, const void *buf, size_t n);
+WEFT_API ssize_t weft_write_dl(int fd, const void *buf, size_t n, int64_t deadline);
+
+/* An IORING_OP_NOP round trip through the ring (0), for tests and benchmarks. */
+WEFT_API int weft_nop(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Starting and stopping a runtime.
+ *
+ * A runtime is a set of shards: one OS thread each, with its own io_uring
+ * ring, its own run queue and timers. Coroutines (tasks, see weft/task.h) run
+ * on shards. Several runtimes may exist in one process.
+ *
+ * Two ways to use one:
+ *   weft_run()            - blocks the caller until a main coroutine returns;
+ *   weft_runtime_start()  - returns at once; the caller keeps its thread and
+ *                           hands work in with weft_runtime_submit() (from any
+ *                           thread), then weft_runtime_stop().
+ * Either way, stopping cancels every coroutine still alive (their blocking
+ * calls return -ECANCELED; one that was never started is not started), waits
+ * until all of them have returned, joins the shard threads and frees
+ * everything. A coroutine that never makes a blocking call again after being
+ * cancelled (a pure compute loop) delays the stop until it returns.
+ */
+#ifndef WEFT_RUNTIME_H
+#define WEFT_RUNTIME_H
+
+#include "common.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct weft_runtime weft_runtime;
+typedef struct weft_task weft_task;
+typedef struct weft_spawn_opts weft_spawn_opts;
+
+#define WEFT_MAX_SHARDS 256
+
+/* io_uring setup flags weft asks for (its own names, so that this header needs
+ * no liburing). Each shard tries them all; when the kernel refuses the set
+ * (it does not say which flag it dislikes) the newest flag is dropped and
+ * setup tried again: DEFER_TASKRUN, SINGLE_ISSUER, TASKRUN_FLAG, COOP_TASKRUN,
+ * SUBMIT_ALL. weft_stats_get() reports the set each shard got. */
+#define WEFT_RING_SINGLE_ISSUER 0x1u /* only the shard thread submits */
+#define WEFT_RING_DEFER_TASKRUN 0x2u /* completions run when the shard asks (needs SINGLE_ISSUER) */
+#define WEFT_RING_COOP_TASKRUN 0x4u  /* no IPI to interrupt a busy shard */
+#define WEFT_RING_SUBMIT_ALL 0x8u    /* a failing SQE does not stop the batch */
+#define WEFT_RING_TASKRUN_FLAG 0x10u /* the kernel flags pending completions, so a
+                                        busy shard enters only when it must */
+#define WEFT_RING_ALL 0x1fu
+
+typedef struct weft_config {
+  int shards;               /* number of shards; 0 = one per CPU the process may use */
+  const int *cpus;          /* optional: shard i is pinned to cpus[i % ncpus] */
+  int ncpus;                /* entries in cpus; 0 = no pinning */
+  const char *thread_name;  /* thread names are "<thread_name>-<i>"; default "weft" */
+  size_t stack_size;        /* default coroutine stack (virtual bytes), default 256 KiB */
+  unsigned ring_entries;    /* SQ entries per shard ring, 1..32768, default 256 */
+  unsigned cq_entries;      /* CQ entries, 0 = 8 x ring_entries */
+  unsigned ring_flags;      /* WEFT_RING_* to try, default WEFT_RING_ALL */
+  int64_t spin_ns;          /* how long an idle shard polls before it sleeps in
+                               the kernel, default 20 us; 0 = sleep at once */
+  unsigned run_budget;      /* coroutines run per loop pass before I/O and the
+                               inbox are looked at again, default 64 */
+  unsigned blocking_threads;/* most threads of the blocking pool, default 64, >= 1 */
+  int64_t blocking_idle_ns; /* an idle pool thread leaves after this, default 10 s */
+
+  /* Work stealing (see weft/task.h for what may move). An idle shard runs
+   * stealing rounds: it probes `steal_probes` victims, the cursor advancing
+   * by `steal_stride` shards, and picks the longest stealable queue. It skips
+   * it unless that queue holds more than the migration cost
+   * (1 + min(failed rounds in a row, 4) * steal_fail_cost) plus
+   * `steal_locality_margin`; otherwise it takes min(steal_batch, length)
+   * tasks (1 when the queue is just past the threshold). A round that takes
+   * nothing makes the shard skip the next steal_backoff_min << (failures - 1)
+   * rounds, at most steal_backoff_max. At most `steal_budget` tasks are
+   * taken per loop pass. When a shard queues stealable work while another
+   * sleeps, it wakes one (coalesced). */
+  bool steal;                     /* stealing on at all, default true. The victim
+                                     walk reaches every shard whatever the stride
+                                     (it slips by one after each cycle when the
+                                     stride and shard count share a factor), and a
+                                     round probes each other shard at most once. */
+  bool steal_started;             /* tasks that already ran may move too (default
+                                     true); false: only never-started tasks */
+  unsigned steal_budget;          /* default 64, >= 1 */
+  unsigned steal_stride;          /* default 1, >= 1 */
+  unsigned steal_probes;          /* default 2, >= 1 */
+  unsigned steal_batch;           /* default 4, 1..64 */
+  unsigned steal_locality_margin; /* default 1 */
+  unsigned steal_fail_cost;       /* default 1, >= 1 */
+  unsigned steal_backoff_min;     /* default 1, >= 1 (rounds) */
+  unsigned steal_backoff_max;     /* default 32, >= steal_backoff_min */
+  unsigned steal_queue_capacity;  /* stealable queue slots per shard, a power of
+                                     two, default 4096 (it must exceed
+                                     2 + steal_locality_margin for anything to be
+                                     stolen at all). When it is full a task
+                                     that becomes runnable goes to the shard's
+                                     local queue instead: it still runs, but
+                                     cannot be stolen until it is queued again
+                                     (counted as steal_backpressure). */
+} weft_config;
+
+/* Fills every field with its default. */
+WEFT_API void weft_config_init(weft_config *cfg);
+
+/* Starts a runtime (cfg NULL = defaults), runs main_fn(arg) as a coroutine
+ * pinned to shard 0, and when it returns stops the runtime (see above) and
+ * stores main_fn's result in *ret (if ret is not NULL).
+ * Returns 0, or: -EINVAL for an invalid config or a NULL main_fn, -ENOMEM,
+ * -EPERM / -ENOSYS when io_uring is not available to this process (disabled
+ * by sysctl or seccomp), -EAGAIN when threads cannot be created. On failure
+ * nothing is left behind and main_fn did not run. */
+WEFT_API int weft_run(const weft_config *cfg, void *(*main_fn)(void *), void *arg, void **ret);
+
+/* Starts a runtime and returns at once; same errors as weft_run(). */
+WEFT_API int weft_runtime_start(weft_runtime **rt, const weft_config *cfg);
+
+/* Spawns fn(arg) on `rt` from any thread (a plain thread or a coroutine of
+ * any runtime); o and t as for weft_spawn(). Returns 0, -EINVAL, -ENOMEM, or
+ * -ECANCELED once the runtime is stopping. */
+WEFT_API int weft_runtime_submit(weft_runtime *rt, const weft_spawn_opts *o,
+                                 void *(*fn)(void *), void *arg, weft_task **t);
+
+/* Stops `rt` (see above) and frees it. Must be called from a thread that is
+ * not one of rt's shards, and not while another thread is still inside a
+ * call on rt (weft_runtime_submit, or weft_join on one of its tasks): task
+ * handles of rt are freed by the stop and invalid afterwards.
+ * Returns 0, or -EINVAL (NULL, or called from one of rt's own shards). */
+WEFT_API int weft_runtime_stop(weft_runtime *rt);
+
+/* The runtime the calling coroutine runs on, or NULL on a plain thread. */
+WEFT_API weft_runtime *weft_runtime_current(void);
+
+/* Number of shards of `rt` (NULL = the current runtime); -EPERM if none. */
+WEFT_API int weft_runtime_shards(const weft_runtime *rt);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Tasks: coroutines scheduled on shards.
+ *
+ * A task runs fn(arg) on its own stack. When fn calls something that waits
+ * (weft_sleep, weft_event_wait, weft_join, I/O, ...) the task is suspended
+ * and its shard runs other tasks meanwhile.
+ *
+ * Migration and thread-local storage: a task placed WEFT_PLACE_STEALABLE or
+ * WEFT_PLACE_STEALABLE_PREFERRED may continue on another shard thread after
+ * any call that can suspend. Do not keep the address of a thread-local
+ * variable (including errno, which weft never uses) or the result of
+ * pthread_self() (glibc declares it const, so the compiler may reuse it)
+ * across such a call, and
+ * never hold a pthread mutex across one: use weft's own primitives. Pinned,
+ * round-robin and sticky tasks never move.
+ *
+ * Lifetime: weft_spawn() hands back a handle unless asked not to; the handle
+ * must be given up exactly once, by weft_join() or weft_detach(). After that,
+ * or after the runtime stopped, the handle must not be used.
+ */
+#ifndef WEFT_TASK_H
+#define WEFT_TASK_H
+
+#include "common.h"
+#include "runtime.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum weft_placement {
+  WEFT_PLACE_STEALABLE = 0,      /* default: may run on any shard; starts on the
+                                    spawning shard (round-robin from a plain thread) */
+  WEFT_PLACE_STEALABLE_PREFERRED,/* may run on any shard; starts on opts.shard */
+  WEFT_PLACE_PINNED,             /* runs on opts.shard (-1: the spawning shard), never moves */
+  WEFT_PLACE_ROUND_ROBIN,        /* next shard in turn, never moves */
+  WEFT_PLACE_STICKY,             /* shard chosen by hashing opts.key: the same key
+                                    always gives the same shard; never moves */
+};
+
+struct weft_spawn_opts {
+  int placement;        /* enum weft_placement */
+  int shard;            /* for PINNED and STEALABLE_PREFERRED; -1 = spawning shard */
+  uint64_t key;         /* for STICKY */
+  size_t stack_size;    /* 0 = the runtime's default */
+  const char *name;     /* copied (up to 31 bytes); shown by weft_dump(); NULL = none */
+};
+
+/* Fills in the defaults: stealable, spawning shard, default stack, no name. */
+WEFT_API void weft_spawn_opts_init(weft_spawn_opts *o);
+
+/* Spawns fn(arg) on the calling coroutine's runtime (o NULL = defaults). If t
+ * is NULL the task is detached from the start. Returns 0, or: -EPERM when not
+ * called from a coroutine, -EINVAL for a NULL fn, a bad placement, a shard
+ * that does not exist or a bad stack size, -ENOMEM when no stack can be had,
+ * -ECANCELED once the runtime is stopping. On failure nothing was spawned. */
+WEFT_API int weft_spawn(weft_task **t, const weft_spawn_opts *o, void *(*fn)(void *), void *arg);
+
+/* Waits until t has returned, stores its result in *ret (if ret is not NULL)
+ * and releases the handle. Returns 0, or -ECANCELED if t was cancelled (its
+ * result is still stored; a task cancelled before it started has result
+ * NULL). -EINVAL for NULL, -EDEADLK when a task joins itself. From a plain
+ * thread the thread blocks. */
+WEFT_API int weft_join(weft_task *t, void **ret);
+
+/* weft_join() with an absolute deadline: -ETIMEDOUT when it passes (the
+ * handle is still the caller's). Inside a coroutine also -ECANCELED when the
+ * joiner itself is cancelled, and -ENOMEM when the shard's timer heap cannot
+ * grow (the handle is still the caller's in both cases). */
+WEFT_API int weft_join_dl(weft_task *t, void **ret, int64_t deadline);
+
+/* Releases the handle without waiting; the task runs on and frees itself.
+ * Returns 0 or -EINVAL. */
+WEFT_API int weft_detach(weft_task *t);
+
+/* Cancels t: its current blocking call (if any) and every later one return
+ * -ECANCELED; if it has not started it never runs. Returns 0, -ESRCH if t has
+ * already returned, -EINVAL for NULL. Callable from any thread. A cancel that
+ * returned 0 counts even if t then returns without noticing it: weft_join()
+ * reports -ECANCELED (with t's result). */
+WEFT_API int weft_cancel(weft_task *t);
+
+/* Lets the other runnable tasks of this shard run, then continues (possibly
+ * on another shard, if stealable). Returns 0, or -ECANCELED if the task has
+ * been cancelled (after yielding). On a plain thread: sched_yield(), 0. */
+WEFT_API int weft_yield(void);
+
+/* The calling task, or NULL on a plain thread. */
+WEFT_API weft_task *weft_task_self(void);
+
+/* A task's process-wide unique id (> 0), and its name ("" if none). */
+WEFT_API uint64_t weft_task_id(const weft_task *t);
+WEFT_API const char *weft_task_name(const weft_task *t);
+
+/* Index of the shard the calling coroutine runs on now; -EPERM on a plain
+ * thread. Re-read it after anything that can suspend. */
+WEFT_API int weft_shard_id(void);
+
+/* Number of shards of the calling coroutine's runtime; -EPERM on a plain thread. */
+WEFT_API int weft_shard_count(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The extension API: io_uring operations weft does not wrap, run from a
+ * coroutine on its shard's ring. The only public header that includes
+ * <liburing.h>: link with liburing too, and compile with _GNU_SOURCE (or
+ * _DEFAULT_SOURCE) defined, as <liburing.h> itself needs.
+ *
+ * Single-shot ops and linked chains:
+ *
+ *     struct io_uring_sqe *sqe = weft_uring_sqe();
+ *     if (!sqe) return -EPERM;           // not in a coroutine
+ *     io_uring_prep_xxx(sqe, ...);       // anything but user_data
+ *     int res = weft_uring_wait(&sqe, 1, &cqe_flags, deadline);
+ *
+ * For a chain, take n SQEs one after the other, set IOSQE_IO_LINK on all but
+ * the last yourself, and pass all n to weft_uring_wait: it returns the first
+ * failure in the chain, or the last SQE's result, once every CQE of the chain
+ * has been reaped.
+ *
+ * Safety contract: between weft_uring_sqe() and weft_uring_wait() call
+ * nothing else of weft (the SQEs sit unsubmitted in the ring); weft owns
+ * user_data. Everything the SQEs point to must stay valid until
+ * weft_uring_wait returns - which is after the kernel has posted every CQE,
+ * on every path (deadline, cancellation).
+ *
+ * Deadlines and cancellation: when the deadline passes (or the task is
+ * cancelled) weft submits IORING_OP_ASYNC_CANCEL for the op(s) and still
+ * waits for their CQEs; the result is -ETIMEDOUT (or -ECANCELED) unless the
+ * op completed first, in which case its real result is returned.
+ */
+#ifndef WEFT_URING_H
+#define WEFT_URING_H
+
+#include "common.h"
+
+#include <liburing.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A zeroed SQE on the calling coroutine's shard ring, or NULL on a plain
+ * thread, or when the ring has no room even after submitting what is queued,
+ * or when the SQ is full of this chain's own SQEs (a chain cannot be longer
+ * than weft_config.ring_entries). */
+WEFT_API struct io_uring_sqe *weft_uring_sqe(void);
+
+/* Submits the n SQEs (taken in order from weft_uring_sqe, n >= 1) and waits
+ * for all their CQEs. Returns the result (see above) and stores the flags of
+ * the CQE that gave it in *cqe_flags (if not NULL). -EINVAL for n == 0 or a
+ * NULL array. If the call fails before submitting (-ECANCELED, -ETIMEDOUT for
+ * a deadline already passed) the SQEs are turned into NOPs. */
+WEFT_API int weft_uring_wait(struct io_uring_sqe **sqes, unsigned n, unsigned *cqe_flags,
+                             int64_t deadline);
+
+/* Multishot ops (multishot poll, accept, recv, timeout ...): each CQE is
+ * handed to the coroutine in order; CQEs that arrive while it is busy are
+ * queued (the queue grows as needed).
+ *
+ *     weft_uring_multishot *ms;
+ *     struct io_uring_sqe *sqe = weft_uring_sqe();
+ *     io_uring_prep_poll_multishot(sqe, fd, POLLIN);
+ *     weft_uring_multishot_begin(&ms, sqe);
+ *     while ((r = weft_uring_multishot_next(ms, &res, &flags, deadline)) > 0)
+ *       ...;                            // r == 0: the op ended
+ *     weft_uring_multishot_end(ms);     // always: cancels if still active
+ *
+ * A coroutine with an active multishot op stays on its shard (it is not
+ * stolen) until weft_uring_multishot_end. */
+typedef struct weft_uring_multishot weft_uring_multishot;
+
+/* Submits sqe as a multishot op. Returns 0, -EPERM (plain thread), -ENOMEM,
+ * -ECANCELED (the SQE is turned into a NOP). */
+WEFT_API int weft_uring_multishot_begin(weft_uring_multishot **ms, struct io_uring_sqe *sqe);
+
+/* Waits for the next CQE: returns 1 and its res/flags, 0 once the op has
+ * ended (its last CQE, without IORING_CQE_F_MORE, was returned before),
+ * -ETIMEDOUT when the deadline passes first (the op stays active),
+ * -ECANCELED when the task is cancelled (the op is cancelled too; keep
+ * calling to drain it, or call end). */
+WEFT_API int weft_uring_multishot_next(weft_uring_multishot *ms, int *res, unsigned *flags,
+                                       int64_t deadline);
+
+/* Cancels the op if it is still active, waits for its final CQE, frees ms.
+ * Returns 0 or -EINVAL. */
+WEFT_API int weft_uring_multishot_end(weft_uring_multishot *ms);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: MIT */
+/* The blocking pool (include/weft/blocking.h). */
+#include "core.h"
+
+#include "weft/blocking.h"
+
+#include "../coro/fault.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+/* A job lives on the waiting coroutine's stack: it is always awaited until
+ * the pool is done with it (see weft_blocking_dl). */
+typedef struct weft__job {
+  struct weft__job *next;   /* pool queue link */
+  void *(*fn)(void *);
+  void *arg;
+  void *ret;
+  int state;                /* QUEUED, RUNNING, DONE (pool lock) */
+  weft__waitq done_q;       /* the coroutine waits here for DONE */
+} weft__job;
+
+enum { JOB_QUEUED, JOB_RUNNING, JOB_DONE };
+
+static void *pool_thread(void *arg);
+
+int weft__pool_init(weft__pool *p, unsigned max_threads, int64_t idle_ns)
+{
+  if (pthread_mutex_init(&p->lock, NULL))
+    return -ENOMEM;
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  int e = pthread_cond_init(&p->work, &ca);
+  if (!e)
+    e = pthread_cond_init(&p->gone, &ca);
+  pthread_condattr_destroy(&ca);
+  if (e) {
+    pthread_mutex_destroy(&p->lock);
+    return -ENOMEM;
+  }
+  p->head = p->tail = NULL;
+  p->max_threads = max_threads;
+  p->idle_ns = idle_ns;
+  p->threads = p->idle = 0;
+  p->queued = 0;
+  p->stopping = false;
+  atomic_init(&p->jobs_done, 0);
+  return 0;
+}
+
+void weft__pool_term(weft__pool *p)
+{
+  pthread_mutex_lock(&p->lock);
+  p->stopping = true;
+  pthread_cond_broadcast(&p->work);
+  while (p->threads)
+    pthread_cond_wait(&p->gone, &p->lock);
+  pthread_mutex_unlock(&p->lock);
+  pthread_cond_destroy(&p->work);
+  pthread_cond_destroy(&p->gone);
+  pthread_mutex_destroy(&p->lock);
+}
+
+static void finish(weft__job *j)
+{
+  weft__waiter *ready = NULL;
+  weft__spin_lock(&j->done_q.lock);
+  j->state = JOB_DONE; /* read by the waiter under done_q.lock */
+  for (weft__waiter *w; (w = weft__waitq_pop(&j->done_q));)
+    if (weft__waiter_claim(w)) {
+      w->next = ready;
+      ready = w;
+    }
+  weft__spin_unlock(&j->done_q.lock);
+  while (ready) {
+    weft__waiter *next = ready->next;
+    weft__waiter_complete(ready, 0); /* wakes the shard through msg_ring */
+    ready = next;
+  }
+}
+
+static void *pool_thread(void *arg)
+{
+  weft__pool *p = arg;
+  pthread_mutex_lock(&p->lock);
+  for (;;) {
+    while (!p->head && !p->stopping) {
+      struct timespec until;
+      clock_gettime(CLOCK_MONOTONIC, &until);
+      int64_t t = (int64_t)until.tv_sec * 1000000000 + until.tv_nsec + p->idle_ns;
+      until.tv_sec = t / 1000000000;
+      until.tv_nsec = t % 1000000000;
+      p->idle++;
+      int e = pthread_cond_timedwait(&p->work, &p->lock, &until);
+      p->idle--;
+      if (e == ETIMEDOUT && !p->head)
+        goto leave; /* idle for too long */
+    }
+    if (!p->head)
+      goto leave; /* stopping */
+    weft__job *j = p->head;
+    p->head = j->next;
+    if (!p->head)
+      p->tail = NULL;
+    p->queued--;
+    j->state = JOB_RUNNING;
+    pthread_mutex_unlock(&p->lock);
+
+    j->ret = j->fn(j->arg);
+    atomic_fetch_add_explicit(&p->jobs_done, 1, memory_order_relaxed);
+    pthread_mutex_lock(&p->lock);
+    /* DONE is set under both locks: the pool's (for dequeue decisions) and
+     * the job's (for its waiters). */
+    finish(j);
+  }
+leave:
+  p->threads--;
+  pthread_cond_broadcast(&p->gone);
+  pthread_mutex_unlock(&p->lock);
+  return NULL;
+}
+
+/* Queues j, starting a thread if none is idle. 0 or -EAGAIN/-ENOMEM. */
+static int submit(weft__pool *p, weft__job *j)
+{
+  pthread_mutex_lock(&p->lock);
+  if (p->idle <= p->queued && p->threads < p->max_threads) {
+    pthread_t th;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int e = weft__fault_hit(WEFT__FAULT_THREAD) ? EAGAIN : pthread_create(&th, &attr, pool_thread, p);
+    pthread_attr_destroy(&attr);
+    if (e == 0)
+      p->threads++;
+    else if (p->threads == 0) {
+      pthread_mutex_unlock(&p->lock);
+      return -e;
+    }
+    /* else: the threads there will get to it */
+  }
+  j->next = NULL;
+  j->state = JOB_QUEUED;
+  if (p->tail)
+    p->tail->next = j;
+  else
+    p->head = j;
+  p->tail = j;
+  p->queued++;
+  pthread_cond_signal(&p->work);
+  pthread_mutex_unlock(&p->lock);
+  return 0;
+}
+
+/* Takes j out of the queue if no thread has taken it yet. */
+static bool withdraw(weft__pool *p, weft__job *j)
+{
+  bool taken = false;
+  pthread_mutex_lock(&p->lock);
+  if (j->state == JOB_QUEUED) {
+    weft__job **pp = &p->head, *prev = NULL;
+    while (*pp && *pp != j) {
+      prev = *pp;
+      pp = &(*pp)->next;
+    }
+    if (*pp) {
+      *pp = j->next;
+      if (p->tail == j)
+        p->tail = prev;
+      p->queued--;
+      taken = true;
+    }
+  }
+  pthread_mutex_unlock(&p->lock);
+  return taken;
+}
+
+/* Waits for j to be DONE: cancellable/deadline-bound when `bounded`. */
+static int wait_done(weft__job *j, int64_t deadline, bool bounded)
+{
+  weft__waiter w;
+  weft__waiter_init(&w);
+  w.uncancellable = !bounded;
+  weft__spin_lock(&j->done_q.lock);
+  if (j->state == JOB_DONE) {
+    weft__spin_unlock(&j->done_q.lock);
+    return 0;
+  }
+  weft__waitq_append(&j->done_q, &w);
+  weft__spin_unlock(&j->done_q.lock);
+  return weft__waiter_wait(&w, bounded ? deadline : WEFT_NO_DEADLINE);
+}
+
+int weft_blocking_dl(void *(*fn)(void *), void *arg, void **ret, int64_t deadline)
+{
+  if (!fn)
+    return -EINVAL;
+  weft__shard *sh = weft__shard_self();
+  weft_task *t = weft__task_self();
+  if (!sh || !t) {
+    void *v = fn(arg);
+    if (ret)
+      *ret = v;
+    return 0;
+  }
+  if (atomic_load_explicit(&t->cancelled, memory_order_relaxed))
+    return -ECANCELED;
+  weft__pool *p = &sh->rt->pool;
+  weft__job j = {.fn = fn, .arg = arg};
+  weft__waitq_init(&j.done_q);
+  int r = submit(p, &j);
+  if (r < 0)
+    return r;
+  r = wait_done(&j, deadline, true);
+  if (r < 0) {
+    /* Given up: drop the job if it has not started, else wait it out - fn
+     * may be using memory of ours. */
+    if (!withdraw(p, &j))
+      wait_done(&j, WEFT_NO_DEADLINE, false);
+    else
+      return r;
+  }
+  if (ret)
+    *ret = j.ret;
+  return r;
+}
+
+int weft_blocking(void *(*fn)(void *), void *arg, void **ret)
+{
+  return weft_blocking_dl(fn, arg, ret, WEFT_NO_DEADLINE);
+}
+
+void weft__pool_stats(weft__pool *p, uint64_t *jobs, uint64_t *queued, uint64_t *threads)
+{
+  pthread_mutex_lock(&p->lock);
+  *queued = p->queued;
+  *threads = p->threads;
+  pthread_mutex_unlock(&p->lock);
+  *jobs = atomic_load_explicit(&p->jobs_done, memory_order_relaxed);
+}

@@ -1,0 +1,328 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The runtime's internal objects and the protocols between them.
+ *
+ * Ownership rule that everything below relies on: a task is made runnable
+ * (put on a run queue) only by the thread of the shard it is bound to -
+ * `task->shard`. Wakers on other threads push the task onto that shard's
+ * inbox instead; the shard takes it from there in its loop. So a task that
+ * is still on its way into a suspension can never be resumed twice or on two
+ * threads, and per-task state of the shard (an armed timer) is only ever
+ * touched by that shard's thread.
+ */
+#ifndef WEFT_LIB_CORE_H
+#define WEFT_LIB_CORE_H
+
+#include "weft.h"
+
+#include "../coro/coro.h"
+#include "deque.h"
+#include "spin.h"
+#include "timer.h"
+
+#include <liburing.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct weft__shard weft__shard;
+typedef struct weft__waiter weft__waiter;
+typedef struct weft__waitq weft__waitq;
+typedef struct weft__op weft__op;
+
+#define WEFT__CACHELINE 64
+
+/* ---- waiting ---------------------------------------------------------------
+ * A waiter is a record on the waiting side's stack: a task (suspended) or a
+ * plain thread (blocked on the futex `state`). Whoever moves `state` from
+ * WAITING to CLAIMED owns the wake-up: it unlinks the waiter, stores the
+ * result and completes it. Signals, timeouts and cancellation race for that
+ * claim; exactly one wins. */
+enum { WEFT__W_WAITING = 0, WEFT__W_CLAIMED = 1, WEFT__W_DONE = 2 };
+
+struct weft__waiter {
+  weft__waiter *next, *prev;  /* links in q (or in a waker's local list) */
+  weft__waitq *q;             /* the queue it was put on, NULL for a pure sleep */
+  weft_task *task;            /* the waiting task, NULL for a plain thread */
+  _Atomic uint32_t state;     /* WEFT__W_* (the futex word for a plain thread) */
+  bool queued;                /* on q's list (guarded by q->lock) */
+  bool uncancellable;         /* cancellation does not end this wait */
+  int result;                 /* 0 when signalled, else -ETIMEDOUT / -ECANCELED */
+  weft__timer timer;          /* deadline timer, armed on the task's shard */
+  uintptr_t data;             /* for the primitive that queued it */
+};
+
+struct weft__waitq {
+  weft__spin lock;
+  weft__waiter *head, *tail;
+};
+
+/* ---- tasks ---------------------------------------------------------------- */
+enum weft__task_state {
+  WEFT__T_QUEUED,   /* on a run queue or an inbox */
+  WEFT__T_RUNNING,
+  WEFT__T_WAITING,  /* suspended in a waiter */
+  WEFT__T_FINISHED,
+};
+
+/* Lives at the top of its own coroutine stack (coro first: coro/coro.h). */
+struct weft_task {
+  weft__coro coro;
+  weft_runtime *rt;
+  weft__shard *shard;           /* the shard it is bound to now (see above) */
+  weft_task *next;              /* run-queue / inbox link */
+  uint64_t ready_seq;           /* when it became runnable (shard's stamp) */
+  int placement;                /* enum weft_placement */
+  _Atomic int state;            /* enum weft__task_state, for dumps */
+  _Atomic int refs;             /* the body (until it returns) + the handle */
+  atomic_bool cancelled;
+  bool yielding;                /* set by weft_yield before it suspends */
+  weft__spin wait_lock;         /* guards cur_waiter */
+  weft__waiter *cur_waiter;     /* the waiter it is suspended in, for cancel */
+  weft__op *cur_op;             /* the op it waits for, for cancel (wait_lock) */
+  unsigned pinned_ops;          /* active multishot ops: the task stays on its shard */
+  int64_t deadline;             /* deadline scope (weft_deadline_push), -1 none */
+  weft__timer *armed_timer;     /* a timer of its shard to disarm when it runs */
+  /* Completion: `done` is set and `done_q`'s waiters are released when the
+   * body returns. */
+  atomic_bool done;
+  weft__waitq done_q;
+  /* Membership of a weft_group (guarded by the group's lock). */
+  struct weft_group *group;
+  weft_task *group_prev, *group_next;
+  /* Every task object of a runtime is on one shard's list until freed. */
+  weft__shard *list_shard;
+  weft_task *list_prev, *list_next;
+};
+
+/* ---- stats ------------------------------------------------------------------
+ * Written by the owning shard with relaxed load+store (no lock prefix),
+ * except the fields marked "shared", which other threads add to. */
+typedef struct weft__counter {
+  _Atomic uint64_t v;
+} weft__counter;
+
+static inline void weft__count(weft__counter *c, uint64_t n)
+{
+  atomic_store_explicit(&c->v, atomic_load_explicit(&c->v, memory_order_relaxed) + n,
+                        memory_order_relaxed);
+}
+static inline void weft__count_shared(weft__counter *c, uint64_t n)
+{
+  atomic_fetch_add_explicit(&c->v, n, memory_order_relaxed);
+}
+static inline uint64_t weft__counter_get(const weft__counter *c)
+{
+  return atomic_load_explicit(&((weft__counter *)c)->v, memory_order_relaxed);
+}
+/* For the task-count protocol (see weft__runtime_quiescent): release stores
+ * and acquire loads, which cost nothing more than plain moves on x86. */
+static inline void weft__count_release(weft__counter *c, uint64_t n)
+{
+  atomic_store_explicit(&c->v, atomic_load_explicit(&c->v, memory_order_relaxed) + n,
+                        memory_order_release);
+}
+static inline uint64_t weft__counter_acquire(const weft__counter *c)
+{
+  return atomic_load_explicit(&((weft__counter *)c)->v, memory_order_acquire);
+}
+
+typedef struct weft__shard_stats {
+  weft__counter spawned, finished, switches, inbox_received, parks, enters, cqes;
+  weft__counter timers_armed, timers_fired;
+  weft__counter steal_attempts, steal_scans, steal_success, steal_skipped_backoff;
+  weft__counter steal_skipped_locality, steal_backpressure, steal_wakes, steal_local_hits;
+  weft__counter steal_takes;
+  weft__counter ops_submitted, ops_completed, ops_cancelled, ops_timed_out;
+  weft__counter sq_full_flushes, cq_overflows, timers_cancelled;
+  weft__counter wakes_sent, wakes_coalesced; /* shared */
+} weft__shard_stats;
+
+struct weft__steal_state {
+  unsigned seen_epoch;    /* rt->steal_epoch when the cooldown started */
+  unsigned cursor;        /* next victim to probe */
+  unsigned steps;         /* cursor steps in the current cycle of the walk */
+  unsigned failed_streak; /* rounds in a row that took nothing */
+  unsigned cooldown;      /* rounds still to skip */
+};
+
+/* ---- shards --------------------------------------------------------------- */
+struct weft__shard {
+  weft_runtime *rt;
+  int id;
+  pthread_t thread;
+  struct io_uring ring;
+  int ring_fd;                  /* for msg_ring senders; -1 until set up */
+  unsigned ring_flags;          /* WEFT_RING_* in use */
+  unsigned ring_entries;
+  int setup_result;             /* 0 or -errno from ring setup on the thread */
+
+  /* Owner-only state. */
+  weft_task *runq_head, *runq_tail;
+  weft__timer_heap timers;
+  unsigned sq_pending;          /* SQEs prepared and not yet submitted */
+  unsigned inflight;            /* ops submitted here whose last CQE is due */
+  unsigned uring_unadopted;     /* SQEs given out by weft_uring_sqe() and not yet
+                                   passed to weft_uring_wait() */
+  struct weft__steal_state steal;
+  uint64_t ready_seq;           /* stamps tasks as they become runnable, so
+                                   the two run queues are served oldest first */
+
+  /* Runnable stealable tasks: pushed by the owner, taken by anyone. */
+  weft__deque deque;
+
+  /* Written by other threads: kept off the owner's lines. */
+  _Alignas(WEFT__CACHELINE) _Atomic(weft_task *) inbox;   /* LIFO, taken whole */
+  _Atomic(weft__op *) cancel_inbox;                       /* ops to ASYNC_CANCEL */
+  _Alignas(WEFT__CACHELINE) atomic_int parked;            /* sleeping in the kernel */
+  atomic_int wake_pending;      /* a wake-up message is on its way */
+
+  _Alignas(WEFT__CACHELINE) weft__spin list_lock;
+  weft_task *list_head;         /* task objects registered here */
+
+  _Alignas(WEFT__CACHELINE) weft__shard_stats stats;
+};
+
+/* ---- the blocking pool (lib/blocking.c) --------------------------------------- */
+typedef struct weft__pool {
+  pthread_mutex_t lock;
+  pthread_cond_t work;          /* a job was queued, or stop */
+  pthread_cond_t gone;          /* a thread left */
+  struct weft__job *head, *tail;
+  unsigned max_threads;
+  int64_t idle_ns;              /* an idle thread leaves after this long */
+  unsigned threads, idle;       /* started and alive; of them waiting */
+  unsigned queued;              /* jobs not taken yet */
+  bool stopping;
+  _Atomic uint64_t jobs_done;
+} weft__pool;
+
+int weft__pool_init(weft__pool *p, unsigned max_threads, int64_t idle_ns);
+/* Makes every pool thread leave and waits for them (no job may be queued). */
+void weft__pool_term(weft__pool *p);
+void weft__pool_stats(weft__pool *p, uint64_t *jobs, uint64_t *queued, uint64_t *threads);
+
+/* ---- the runtime ------------------------------------------------------------ */
+struct weft_runtime {
+  weft_config cfg;
+  char thread_name[16];
+  int nshards;
+  weft__shard *shards;
+  _Alignas(WEFT__CACHELINE) atomic_uint rr_next;   /* round-robin cursor */
+  atomic_bool stopping;                            /* no new tasks; cancel the rest */
+  atomic_bool exiting;                             /* every task is done: shards leave */
+  _Atomic uint32_t finish_seq;                     /* bumped per task finished while
+                                                      stopping (a futex word) */
+  atomic_int sleeping;                             /* shards parked in the kernel */
+  _Alignas(WEFT__CACHELINE) atomic_uint steal_epoch; /* bumped when a stealable
+                                                      queue starts to pile up */
+  weft__counter external_spawned;                  /* shared */
+  weft__pool pool;                                 /* weft_blocking() */
+  pthread_mutex_t start_lock;
+  pthread_cond_t start_cond;
+  int started;                                     /* shards done with setup */
+  int start_verdict;                               /* 0 pending, 1 run, -1 leave */
+};
+
+/* ---- the current thread ------------------------------------------------------
+ * Never inlined and opaque to the optimiser: see weft__coro_self(). */
+weft__shard *weft__shard_self(void);
+void weft__shard_set_self(weft__shard *sh);
+static inline weft_task *weft__task_self(void)
+{
+  return (weft_task *)(void *)weft__coro_self();
+}
+
+/* ---- shard (lib/shard.c) ---------------------------------------------------- */
+void *weft__shard_main(void *arg);
+/* Makes t runnable on sh; only on sh's thread (see the ownership rule). */
+void weft__shard_ready(weft__shard *sh, weft_task *t);
+/* Makes t runnable on sh's local (non-stealable) queue; sh's thread only. */
+void weft__shard_ready_local(weft__shard *sh, weft_task *t);
+/* Hands t to sh from another thread, waking sh if it sleeps. */
+void weft__shard_push_remote(weft__shard *sh, weft_task *t);
+/* Wakes sh if it sleeps (coalesced). */
+void weft__shard_notify(weft__shard *sh);
+/* Suspends the running task t (already registered wherever it waits). */
+void weft__task_suspend(weft_task *t);
+
+/* ---- stealing (lib/steal.c) ------------------------------------------------ */
+int weft__deque_init(weft__deque *d, uint32_t capacity);
+void weft__deque_term(weft__deque *d);
+bool weft__task_stealable(const weft_runtime *rt, const weft_task *t);
+/* Queues t on sh's stealable queue (sh's thread); false when it is full. */
+bool weft__steal_enqueue(weft__shard *sh, weft_task *t);
+weft_task *weft__steal_pop_local(weft__shard *sh);
+/* Wakes a sleeping shard if sh's stealable queue is long (sh's thread). */
+void weft__steal_check_thieves(weft__shard *sh);
+/* One stealing round for an idle sh; returns the number of tasks taken. */
+unsigned weft__steal_round(weft__shard *sh);
+void weft__steal_reset_backoff(weft__shard *sh);
+/* True if another shard has stealable work queued (checked before sleeping). */
+bool weft__steal_work_elsewhere(weft__shard *sh);
+
+/* ---- ring (lib/ring.c) -------------------------------------------------------- */
+int weft__ring_setup(weft__shard *sh);
+void weft__ring_teardown(weft__shard *sh);
+/* Gets an SQE on sh's ring (sh must be the calling thread's shard), flushing
+ * the SQ if it is full. */
+struct io_uring_sqe *weft__ring_sqe(weft__shard *sh);
+/* Sends a wake-up message to `to`'s ring from whatever thread this is. */
+void weft__ring_send_wake(weft__shard *to);
+/* Test hook: ring flags (WEFT_RING_*) setup pretends the kernel refused. */
+extern atomic_uint weft__ring_refused;
+
+/* user_data tags of internal CQEs; op records are 8-aligned pointers. */
+#define WEFT__UD_WAKE ((uint64_t)1)        /* msg_ring wake-up (target side) */
+#define WEFT__UD_WAKE_SENT ((uint64_t)2)   /* our msg_ring SQE failed (source) */
+#define WEFT__UD_IGNORE ((uint64_t)3)      /* link timeouts, cancels: nothing to do */
+#define WEFT__UD_TAG_MASK ((uint64_t)7)
+
+/* ---- tasks (lib/task.c) ------------------------------------------------------- */
+/* Creates a task object bound to `target`; refs = 2 if want_handle else 1. */
+int weft__task_create(weft_runtime *rt, const weft_spawn_opts *o, void *(*fn)(void *),
+                      void *arg, weft__shard **target, weft_task **out, bool want_handle);
+/* Makes a new task runnable on its target shard from the calling thread. */
+void weft__task_start(weft__shard *target, weft_task *t);
+/* A group member returned (lib/group.c). */
+void weft__group_member_done(weft_task *t);
+/* Called by a shard after t's body returned on it. */
+void weft__task_finished(weft__shard *sh, weft_task *t);
+/* A task that was cancelled before it ever ran: finish it without running. */
+void weft__task_finish_unstarted(weft__shard *sh, weft_task *t);
+void weft__task_release(weft_task *t);
+/* Cancels t: its current wait or op and every later one (any thread). */
+void weft__task_cancel(weft_task *t);
+/* Wakes t wherever it is bound (from any thread). */
+void weft__task_wake(weft_task *t);
+
+/* ---- waiting (lib/waitq.c) ----------------------------------------------------- */
+void weft__waitq_init(weft__waitq *q);
+void weft__waiter_init(weft__waiter *w);
+/* Appends w to q; q must be locked. */
+void weft__waitq_append(weft__waitq *q, weft__waiter *w);
+/* Removes and returns the first waiter of q (q locked), or NULL. */
+weft__waiter *weft__waitq_pop(weft__waitq *q);
+/* Claims w for a wake-up (any thread, any lock held). */
+bool weft__waiter_claim(weft__waiter *w);
+/* Completes a claimed w with `result`: the waiter runs again. Call without
+ * q's lock; w must not be touched afterwards. */
+void weft__waiter_complete(weft__waiter *w, int result);
+/* Blocks or suspends the caller in w (already appended, q unlocked) until it
+ * is completed or the deadline passes (-ETIMEDOUT) or the task is cancelled
+ * (-ECANCELED). Returns w's result. */
+int weft__waiter_wait(weft__waiter *w, int64_t deadline);
+/* Cancels the wait t is suspended in, if any. */
+void weft__task_cancel_wait(weft_task *t);
+
+/* ---- runtime (lib/runtime.c) ------------------------------------------------ */
+/* Tasks created and not finished, counted without a shared counter: each
+ * shard counts what it spawned and what finished on it (single writer each),
+ * plain threads count in rt->external_spawned. */
+int64_t weft__runtime_live(weft_runtime *rt);
+
+/* ---- time (lib/time.c) ---------------------------------------------------- */
+int64_t weft__now(void);
+
+#endif

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+#include "futex.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+int weft__futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t deadline)
+{
+  struct timespec ts, *tsp = NULL;
+  if (deadline >= 0) {
+    ts.tv_sec = deadline / 1000000000;
+    ts.tv_nsec = deadline % 1000000000;
+    tsp = &ts;
+  }
+  /* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC time. */
+  long r = syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG,
+                   expected, tsp, NULL, FUTEX_BITSET_MATCH_ANY);
+  if (r == 0)
+    return 0;
+  int e = errno;
+  if (e == EAGAIN)
+    return 0;
+  return -e;
+}
+
+void weft__futex_wake(_Atomic uint32_t *word, int n)
+{
+  syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, n < 0 ? INT_MAX : n,
+          NULL, NULL, 0);
+}

@@ -1,0 +1,229 @@
+/* SPDX-License-Identifier: MIT */
+/* Task groups and cancellation tokens. */
+#include "core.h"
+
+#include "../coro/fault.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+struct weft_group {
+  weft__spin lock;
+  weft_task *members;       /* active members (task->group_next links) */
+  size_t active;
+  bool cancelled;
+  int error;                /* first member error, 0 if none */
+  bool member_cancelled;    /* some member ended cancelled */
+  weft__waitq idle_q;       /* waiters for active == 0 */
+};
+
+int weft_group_create(weft_group **out)
+{
+  if (!out)
+    return -EINVAL;
+  weft_group *g = weft__calloc(1, sizeof(*g));
+  if (!g)
+    return -ENOMEM;
+  g->lock = (weft__spin)WEFT__SPIN_INIT;
+  weft__waitq_init(&g->idle_q);
+  *out = g;
+  return 0;
+}
+
+int weft_group_spawn(weft_group *g, const weft_spawn_opts *o, void *(*fn)(void *), void *arg)
+{
+  if (!g)
+    return -EINVAL;
+  weft__shard *cur = weft__shard_self();
+  if (!cur || !weft__task_self())
+    return -EPERM;
+  if (__atomic_load_n(&g->cancelled, __ATOMIC_ACQUIRE))
+    return -ECANCELED;
+  weft__shard *target;
+  weft_task *t;
+  /* With a handle: the group holds it until the member returns. */
+  int r = weft__task_create(cur->rt, o, fn, arg, &target, &t, true);
+  if (r < 0)
+    return r;
+  weft__spin_lock(&g->lock);
+  t->group = g;
+  t->group_prev = NULL;
+  t->group_next = g->members;
+  if (g->members)
+    g->members->group_prev = t;
+  g->members = t;
+  g->active++;
+  bool cancel = g->cancelled;
+  weft__spin_unlock(&g->lock);
+  if (cancel)
+    weft__task_cancel(t);
+  weft__task_start(target, t);
+  return 0;
+}
+
+/* Called by the shard where member t returned, before its joiners wake. */
+void weft__group_member_done(weft_task *t)
+{
+  weft_group *g = t->group;
+  intptr_t v = (intptr_t)t->coro.ret;
+  weft__waiter *ready = NULL;
+  weft__spin_lock(&g->lock);
+  if (t->group_prev)
+    t->group_prev->group_next = t->group_next;
+  else
+    g->members = t->group_next;
+  if (t->group_next)
+    t->group_next->group_prev = t->group_prev;
+  if (!g->error && v < 0 && v > -4096)
+    g->error = (int)v;
+  if (atomic_load_explicit(&t->cancelled, memory_order_relaxed))
+    g->member_cancelled = true;
+  if (--g->active == 0)
+    for (weft__waiter *w; (w = weft__waitq_pop(&g->idle_q));)
+      if (weft__waiter_claim(w)) {
+        w->next = ready;
+        ready = w;
+      }
+  weft__spin_unlock(&g->lock);
+  while (ready) {
+    weft__waiter *next = ready->next;
+    weft__waiter_complete(ready, 0);
+    ready = next;
+  }
+  weft__task_release(t); /* the group's handle */
+}
+
+static int result(weft_group *g)
+{
+  if (g->error)
+    return g->error;
+  return g->member_cancelled ? -ECANCELED : 0;
+}
+
+static int wait_idle(weft_group *g, int64_t deadline, bool cancellable)
+{
+  weft__waiter w;
+  weft__waiter_init(&w);
+  w.uncancellable = !cancellable;
+  weft__spin_lock(&g->lock);
+  if (g->active == 0) {
+    int r = result(g);
+    weft__spin_unlock(&g->lock);
+    return r;
+  }
+  weft__waitq_append(&g->idle_q, &w);
+  weft__spin_unlock(&g->lock);
+  int r = weft__waiter_wait(&w, deadline);
+  if (r < 0)
+    return r;
+  weft__spin_lock(&g->lock);
+  r = result(g);
+  weft__spin_unlock(&g->lock);
+  return r;
+}
+
+int weft_group_wait_dl(weft_group *g, int64_t deadline)
+{
+  if (!g)
+    return -EINVAL;
+  return wait_idle(g, deadline, true);
+}
+
+int weft_group_wait(weft_group *g)
+{
+  return weft_group_wait_dl(g, WEFT_NO_DEADLINE);
+}
+
+int weft_group_cancel(weft_group *g)
+{
+  if (!g)
+    return -EINVAL;
+  /* Take a reference to each member under the lock, cancel outside it:
+   * cancelling may wake shards (a system call). */
+  weft__spin_lock(&g->lock);
+  __atomic_store_n(&g->cancelled, true, __ATOMIC_RELEASE);
+  size_t n = g->active;
+  weft_task **v = n ? weft__malloc(n * sizeof(*v)) : NULL;
+  size_t k = 0;
+  if (v)
+    for (weft_task *t = g->members; t; t = t->group_next) {
+      atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
+      v[k++] = t;
+    }
+  else
+    for (weft_task *t = g->members; t; t = t->group_next)
+      weft__task_cancel(t); /* no memory for the list: cancel under the lock */
+  weft__spin_unlock(&g->lock);
+  for (size_t i = 0; i < k; i++) {
+    weft__task_cancel(v[i]);
+    weft__task_release(v[i]);
+  }
+  free(v);
+  return 0;
+}
+
+size_t weft_group_active(const weft_group *g)
+{
+  if (!g)
+    return 0;
+  weft_group *m = (weft_group *)g;
+  weft__spin_lock(&m->lock);
+  size_t n = m->active;
+  weft__spin_unlock(&m->lock);
+  return n;
+}
+
+int weft_group_destroy(weft_group *g)
+{
+  if (!g)
+    return -EINVAL;
+  weft_group_cancel(g);
+  int r = wait_idle(g, WEFT_NO_DEADLINE, false);
+  free(g);
+  return r;
+}
+
+/* ---- cancellation tokens ----------------------------------------------------------- */
+
+struct weft_cancel_token {
+  weft_event *ev; /* manual reset, set once */
+};
+
+int weft_cancel_token_create(weft_cancel_token **out)
+{
+  if (!out)
+    return -EINVAL;
+  weft_cancel_token *tok = weft__malloc(sizeof(*tok));
+  if (!tok)
+    return -ENOMEM;
+  int r = weft_event_create(&tok->ev, 0);
+  if (r < 0) {
+    free(tok);
+    return r;
+  }
+  *out = tok;
+  return 0;
+}
+
+int weft_cancel_token_cancel(weft_cancel_token *tok)
+{
+  return tok ? weft_event_set(tok->ev) : -EINVAL;
+}
+
+bool weft_cancel_token_is_cancelled(const weft_cancel_token *tok)
+{
+  return tok && weft_event_is_set(tok->ev);
+}
+
+int weft_cancel_token_wait(weft_cancel_token *tok, int64_t deadline)
+{
+  return tok ? weft_event_wait_dl(tok->ev, deadline) : -EINVAL;
+}
+
+void weft_cancel_token_destroy(weft_cancel_token *tok)
+{
+  if (!tok)
+    return;
+  weft_event_destroy(tok->ev);
+  free(tok);
+}

@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: MIT */
+/* read/write on any descriptor, on the op primitive; plain-thread fallback. */
+#include "op.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define MAX_IO ((size_t)INT_MAX & ~(size_t)4095)
+
+/* A plain thread waits with poll(2) for the deadline; the syscall's errno is
+ * read right away on the same thread and returned negated. */
+static int wait_ready(int fd, short events, int64_t deadline)
+{
+  if (fd < 0)
+    return -EBADF; /* poll(2) would silently skip it */
+  if (deadline < 0)
+    return 0;
+  for (;;) {
+    int64_t left = deadline - weft__now();
+    if (left <= 0)
+      return -ETIMEDOUT;
+    struct pollfd p = {.fd = fd, .events = events};
+    int ms = (int)((left + 999999) / 1000000);
+    int r = poll(&p, 1, ms);
+    if (r > 0)
+      return (p.revents & POLLNVAL) ? -EBADF : 0;
+    if (r == 0)
+      continue;
+    if (errno != EINTR)
+      return -errno;
+  }
+}
+
+/* With a deadline, readiness from poll(2) is not a promise (another thread
+ * may take the data, or the pipe have less room than we write): transfer with
+ * RWF_NOWAIT and poll again on -EAGAIN, so the deadline holds. Descriptors
+ * that do not support RWF_NOWAIT get the plain call. */
+static ssize_t plain_rw(int fd, void *buf, size_t n, int64_t deadline, bool write_op)
+{
+  struct iovec iov = {.iov_base = buf, .iov_len = n};
+  bool nowait = deadline >= 0;
+  for (;;) {
+    int r = wait_ready(fd, write_op ? POLLOUT : POLLIN, deadline);
+    if (r < 0)
+      return r;
+    ssize_t got;
+    if (nowait)
+      got = write_op ? pwritev2(fd, &iov, 1, -1, RWF_NOWAIT) : preadv2(fd, &iov, 1, -1, RWF_NOWAIT);
+    else
+      got = write_op ? write(fd, buf, n) : read(fd, buf, n);
+    if (got >= 0)
+      return got;
+    int e = errno;
+    if (e == EINTR)
+      continue;
+    if (nowait && e == EAGAIN)
+      continue; /* lost the race for it: wait for readiness again */
+    if (nowait && e == EOPNOTSUPP) {
+      nowait = false; /* this kind of file cannot say "would block" */
+      continue;
+    }
+    return -e;
+  }
+}
+
+static ssize_t plain_read(int fd, void *buf, size_t n, int64_t deadline)
+{
+  return plain_rw(fd, buf, n, deadline, false);
+}
+
+static ssize_t plain_write(int fd, const void *buf, size_t n, int64_t deadline)
+{
+  return plain_rw(fd, (void *)buf, n, deadline, true);
+}
+
+ssize_t weft_read_dl(int fd, void *buf, size_t n, int64_t deadline)
+{
+  if (n > MAX_IO)
+    n = MAX_IO;
+  weft__op op;
+  struct io_uring_sqe *sqe = weft__op_begin(&op, deadline);
+  if (!sqe)
+    return op.res == -EPERM ? plain_read(fd, buf, n, deadline) : op.res;
+  /* Offset -1: the file position, as read(2) (and what pipes need). */
+  io_uring_prep_read(sqe, fd, buf, (unsigned)n, (uint64_t)-1);
+  return weft__op_wait(&op);
+}
+
+ssize_t weft_read(int fd, void *buf, size_t n)
+{
+  return weft_read_dl(fd, buf, n, WEFT_NO_DEADLINE);
+}
+
+ssize_t weft_write_dl(int fd, const void *buf, size_t n, int64_t deadline)
+{
+  if (n > MAX_IO)
+    n = MAX_IO;
+  weft__op op;
+  struct io_uring_sqe *sqe = weft__op_begin(&op, deadline);
+  if (!sqe)
+    return op.res == -EPERM ? plain_write(fd, buf, n, deadline) : op.res;
+  io_uring_prep_write(sqe, fd, buf, (unsigned)n, (uint64_t)-1);
+  return weft__op_wait(&op);
+}
+
+ssize_t weft_write(int fd, const void *buf, size_t n)
+{
+  return weft_write_dl(fd, buf, n, WEFT_NO_DEADLINE);
+}
+
+int weft_nop(void)
+{
+  weft__op op;
+  struct io_uring_sqe *sqe = weft__op_begin(&op, WEFT_NO_DEADLINE);
+  if (!sqe)
+    return op.res == -EPERM ? 0 : op.res;
+  io_uring_prep_nop(sqe);
+  return weft__op_wait(&op);
+}

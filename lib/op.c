@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: MIT */
+/* The op primitive: see op.h. */
+#include "op.h"
+
+#include <errno.h>
+
+int64_t weft__deadline_for(weft_task *t, int64_t deadline)
+{
+  int64_t scope = t ? t->deadline : -1;
+  if (deadline < 0)
+    return scope;
+  if (scope < 0)
+    return deadline;
+  return deadline < scope ? deadline : scope;
+}
+
+/* Room for n more SQEs, submitting what is queued if needed. */
+static bool reserve(weft__shard *sh, unsigned n)
+{
+  if (io_uring_sq_space_left(&sh->ring) >= n)
+    return true;
+  weft__count(&sh->stats.sq_full_flushes, 1);
+  sh->sq_pending = 0;
+  io_uring_submit(&sh->ring);
+  weft__count(&sh->stats.enters, 1);
+  return io_uring_sq_space_left(&sh->ring) >= n;
+}
+
+static void default_cqe(weft__shard *sh, weft__op *op, int res, unsigned flags)
+{
+  /* A chain reports its first failure, else the last SQE's result. */
+  if (op->res == WEFT__OP_NO_RESULT || op->res >= 0) {
+    op->res = res;
+    op->cflags = flags;
+  }
+  if (--op->expect == 0)
+    weft__op_finish(sh, op);
+}
+
+void weft__op_queue_cancel(weft__op *op)
+{
+  weft__shard *sh = op->sh;
+  op->cancel_requested = true;
+  weft__op *head = atomic_load_explicit(&sh->cancel_inbox, memory_order_relaxed);
+  do {
+    op->cancel_next = head;
+  } while (!atomic_compare_exchange_weak_explicit(&sh->cancel_inbox, &head, op,
+                                                  memory_order_release, memory_order_relaxed));
+}
+
+int weft__op_prepare(weft__op *op, int64_t deadline)
+{
+  weft_task *t = weft__task_self();
+  op->task = t;
+  op->sqe = NULL;
+  op->done = false;
+  op->cancel_requested = false;
+  op->cancel_next = NULL;
+  op->cflags = 0;
+  op->expect = 0;
+  op->nsqe = 0;
+  op->on_cqe = default_cqe;
+  op->res = WEFT__OP_NO_RESULT;
+  op->timed_out = false;
+  weft__timer_init(&op->timer, NULL);
+  if (!t)
+    return op->res = -EPERM;
+  if (atomic_load_explicit(&t->cancelled, memory_order_relaxed))
+    return op->res = -ECANCELED;
+  op->deadline = weft__deadline_for(t, deadline);
+  if (op->deadline >= 0 && op->deadline <= weft__now())
+    return op->res = -ETIMEDOUT;
+  op->sh = t->shard;
+  return 0;
+}
+
+void weft__op_adopt(weft__op *op, struct io_uring_sqe *sqe)
+{
+  io_uring_sqe_set_data(sqe, op);
+  op->sqe = sqe;
+  op->expect++;
+  op->nsqe++;
+}
+
+struct io_uring_sqe *weft__op_begin(weft__op *op, int64_t deadline)
+{
+  if (weft__op_prepare(op, deadline) < 0)
+    return NULL;
+  weft__shard *sh = op->sh;
+  if (!reserve(sh, 1)) {
+    op->res = -EBUSY;
+    return NULL;
+  }
+  struct io_uring_sqe *sqe = io_uring_get_sqe(&sh->ring);
+  sh->sq_pending++;
+  weft__op_adopt(op, sqe);
+  return sqe;
+}
+
+struct io_uring_sqe *weft__op_chain(weft__op *op)
+{
+  weft__shard *sh = op->sh;
+  if (io_uring_sq_space_left(&sh->ring) < 1) {
+    /* Never split a chain across submissions: the kernel would run the
+     * first part unlinked. */
+    op->res = -EBUSY;
+    return NULL;
+  }
+  struct io_uring_sqe *sqe = io_uring_get_sqe(&sh->ring);
+  sh->sq_pending++;
+  weft__op_adopt(op, sqe);
+  return sqe;
+}
+
+/* The deadline passed: cancel the op like weft_cancel would. */
+static void on_deadline(weft__timer *tm)
+{
+  weft__op *op = (weft__op *)(void *)((char *)tm - offsetof(weft__op, timer));
+  weft_task *t = op->task;
+  op->timed_out = true;
+  weft__spin_lock(&t->wait_lock);
+  if (t->cur_op == op && !op->cancel_requested)
+    weft__op_queue_cancel(op);
+  weft__spin_unlock(&t->wait_lock);
+}
+
+int weft__op_wait(weft__op *op)
+{
+  weft_task *t = op->task;
+  weft__shard *sh = op->sh;
+  if (op->deadline >= 0) {
+    op->timer.deadline = op->deadline;
+    op->timer.fire = on_deadline;
+    if (weft__timer_arm(&sh->timers, &op->timer) == 0)
+      weft__count(&sh->stats.timers_armed, 1);
+    else
+      op->deadline = -1; /* no memory for the heap: wait without a deadline */
+  }
+  sh->inflight++;
+  weft__count(&sh->stats.ops_submitted, 1);
+
+  weft__spin_lock(&t->wait_lock);
+  t->cur_op = op;
+  /* A cancel that came before cur_op was visible missed it: the SQE is
+   * already in the ring, so cancel it the normal way. */
+  if (atomic_load_explicit(&t->cancelled, memory_order_relaxed))
+    weft__op_queue_cancel(op);
+  weft__spin_unlock(&t->wait_lock);
+
+  weft__task_suspend(t);
+
+  int res = op->res;
+  if (res == -ECANCELED && op->timed_out &&
+      !atomic_load_explicit(&t->cancelled, memory_order_relaxed))
+    res = -ETIMEDOUT;
+  return res;
+}
+
+void weft__op_finish(weft__shard *sh, weft__op *op)
+{
+  weft_task *t = op->task;
+  if (weft__timer_armed(&op->timer)) {
+    weft__timer_cancel(&sh->timers, &op->timer);
+    weft__count(&sh->stats.timers_cancelled, 1);
+  }
+  /* Unpublish the op under the task's wait lock: after this no canceller
+   * can queue its cancel node, and one queued before is found below. */
+  weft__spin_lock(&t->wait_lock);
+  bool queued = op->cancel_requested;
+  t->cur_op = NULL;
+  weft__spin_unlock(&t->wait_lock);
+  op->done = true;
+  if (queued)
+    weft__op_drain_cancels(sh); /* consumes our node before the stack frame goes */
+
+  sh->inflight--;
+  if (op->res == -ECANCELED)
+    weft__count(op->timed_out ? &sh->stats.ops_timed_out : &sh->stats.ops_cancelled, 1);
+  weft__count(&sh->stats.ops_completed, 1);
+  weft__shard_ready(sh, t);
+}
+
+void weft__op_drain_cancels(weft__shard *sh)
+{
+  if (!atomic_load_explicit(&sh->cancel_inbox, memory_order_relaxed))
+    return;
+  weft__op *op = atomic_exchange_explicit(&sh->cancel_inbox, NULL, memory_order_acquire);
+  while (op) {
+    weft__op *next = op->cancel_next;
+    if (!op->done) {
+      struct io_uring_sqe *sqe = weft__ring_sqe(sh);
+      if (sqe) {
+        /* Every SQE of a chain carries the op as user_data: cancel them all. */
+        io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)op,
+                               op->nsqe > 1 ? IORING_ASYNC_CANCEL_ALL : 0);
+        io_uring_sqe_set_data64(sqe, WEFT__UD_IGNORE);
+      }
+    }
+    op = next;
+  }
+}
+
+void weft__op_cancel_task(weft_task *t)
+{
+  weft__shard *sh = NULL;
+  weft__spin_lock(&t->wait_lock);
+  weft__op *op = t->cur_op;
+  if (op && !op->cancel_requested) {
+    sh = op->sh;
+    weft__op_queue_cancel(op);
+  }
+  weft__spin_unlock(&t->wait_lock);
+  if (!sh)
+    return;
+  if (sh == weft__shard_self())
+    return; /* drained by our own loop before it sleeps */
+  /* Wake the owner if it sleeps; it drains cancels every pass. */
+  weft__shard_notify(sh);
+}
+
+void weft__op_cqe_dispatch(weft__shard *sh, weft__op *op, int res, unsigned flags)
+{
+  op->on_cqe(sh, op, res, flags);
+}
+
+void weft__op_abandon(weft__op *op, struct io_uring_sqe **sqes, unsigned n)
+{
+  for (unsigned i = 0; i < n; i++) {
+    io_uring_prep_nop(sqes[i]);
+    io_uring_sqe_set_data64(sqes[i], WEFT__UD_IGNORE);
+  }
+  (void)op;
+}

@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The one suspension primitive on io_uring: every call that waits for a
+ * completion is
+ *
+ *     weft__op op;
+ *     struct io_uring_sqe *sqe = weft__op_begin(&op, deadline);
+ *     if (!sqe) return op.res;              (or the plain-thread fallback)
+ *     io_uring_prep_xxx(sqe, ...);
+ *     return weft__op_wait(&op);
+ *
+ * The op record lives on the waiting coroutine's stack; the SQE's user_data
+ * points at it (every SQE of a linked chain does). A deadline is a timer on
+ * the owning shard that cancels the op when it fires - the same path as
+ * weft_cancel, so it covers chains and multishot ops alike and costs no SQE
+ * or system call unless it fires. The coroutine is suspended until the op's CQE has been reaped - on
+ * every path, timeout and cancellation included - so nothing the kernel may
+ * still write (the op record, the caller's buffers) goes away early. It is
+ * never runnable meanwhile, so it is never stolen.
+ *
+ * Cancellation (weft_cancel): the canceller queues the op's cancel node on
+ * the owning shard (the one whose ring has the SQE; SINGLE_ISSUER forbids
+ * anyone else to submit there), which submits IORING_OP_ASYNC_CANCEL. The op
+ * then completes with -ECANCELED - or with its real result if it won the
+ * race, so no received byte or accepted connection is lost.
+ */
+#ifndef WEFT_LIB_OP_H
+#define WEFT_LIB_OP_H
+
+#include "core.h"
+
+#include <limits.h>
+
+typedef struct weft__op weft__op;
+
+struct weft__op {
+  weft_task *task;          /* the waiting coroutine */
+  weft__shard *sh;          /* the shard whose ring has the SQE */
+  struct io_uring_sqe *sqe; /* the op's SQE until it is submitted */
+  int64_t deadline;         /* absolute, -1 for none */
+  weft__timer timer;        /* fires at the deadline (owning shard) */
+  bool timed_out;           /* the deadline cancelled it */
+  int res;                  /* cqe->res, or the error that kept it from starting */
+  unsigned cflags;          /* cqe->flags */
+  unsigned expect;          /* CQEs still to come (a chain posts one per SQE) */
+  unsigned nsqe;            /* SQEs in the op (> 1: a linked chain) */
+  bool done;                /* the final CQE was reaped */
+  bool cancel_requested;    /* its cancel node was queued (under task->wait_lock) */
+  weft__op *cancel_next;    /* link in the owning shard's cancel inbox */
+  /* Called on the owning shard for each CQE of the op. The default records
+   * the result (a chain keeps its first failure) and, with the last expected
+   * CQE, calls weft__op_finish. */
+  void (*on_cqe)(weft__shard *sh, weft__op *op, int res, unsigned flags);
+};
+
+#define WEFT__OP_NO_RESULT INT_MIN
+
+/* Prepares op and returns its SQE, or NULL with op->res set: -EPERM on a
+ * plain thread (callers fall back to the plain system call), -ECANCELED if
+ * the task is cancelled, -ETIMEDOUT if the deadline (or the task's deadline
+ * scope) has passed, -EBUSY if the SQ has no room even after a submit.
+ * Nothing may run between begin and wait but preparing the SQE(s). */
+struct io_uring_sqe *weft__op_begin(weft__op *op, int64_t deadline);
+
+/* One more SQE for a linked chain started by weft__op_begin (link flags are
+ * the caller's). NULL with op->res = -EBUSY when the SQ is full: a chain is
+ * never split across two submissions. */
+struct io_uring_sqe *weft__op_chain(weft__op *op);
+
+/* Submits (at the shard's next flush), suspends until the CQE(s), returns
+ * the result: cqe->res, with -ECANCELED turned into -ETIMEDOUT when the
+ * deadline fired (and the task itself was not cancelled). */
+int weft__op_wait(weft__op *op);
+
+/* The effective deadline of a blocking call in task t (min of `deadline`
+ * and t's deadline scope). */
+int64_t weft__deadline_for(weft_task *t, int64_t deadline);
+
+/* Shard side: the op is over (no CQE of it will come any more): unpublish
+ * it, consume a pending cancel node, make the task runnable. */
+void weft__op_finish(weft__shard *sh, weft__op *op);
+
+/* Shard side: a CQE whose user_data is this op. */
+void weft__op_cqe_dispatch(weft__shard *sh, weft__op *op, int res, unsigned flags);
+
+/* Shard side: submits the ASYNC_CANCELs queued by cancellers. */
+void weft__op_drain_cancels(weft__shard *sh);
+
+/* weft__op_begin without taking an SQE: for SQEs the caller already has
+ * (the extension API), adopted with weft__op_adopt. 0 or the error. */
+int weft__op_prepare(weft__op *op, int64_t deadline);
+void weft__op_adopt(weft__op *op, struct io_uring_sqe *sqe);
+
+/* Queues op's cancel node on its shard (under the task's wait lock, or on
+ * the owning shard for ops only it touches). */
+void weft__op_queue_cancel(weft__op *op);
+
+/* Turns SQEs handed out by weft__op_begin/chain into NOPs nobody waits for
+ * (an op given up before it was submitted). */
+void weft__op_abandon(weft__op *op, struct io_uring_sqe **sqes, unsigned n);
+
+/* Cancels the op task t is suspended in, if any (any thread). */
+void weft__op_cancel_task(weft_task *t);
+
+#endif

@@ -1,0 +1,212 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Ring setup with flag fallback, and wake-up messages between rings.
+ *
+ * Wake-ups are IORING_OP_MSG_RING messages carrying WEFT__UD_WAKE into the
+ * target's CQ: they wake a shard sleeping in io_uring_enter without any
+ * shared file descriptor. A shard sends them through its own ring (batched
+ * with its other submissions); a thread without a ring uses the kernel's
+ * ring-less send (IORING_REGISTER_SEND_MSG_RING, 6.13) when it works, else a
+ * small ring of its own created on first use.
+ */
+#include "core.h"
+#include "uring_compat.h"
+
+#include "../coro/fault.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+atomic_uint weft__ring_refused;
+
+static const struct {
+  unsigned weft, kernel;
+} flag_map[] = {
+  /* Dropped in this order when the kernel refuses the set: DEFER_TASKRUN
+   * first (newest, 6.1, and it needs SINGLE_ISSUER), then SINGLE_ISSUER (6.0),
+   * TASKRUN_FLAG and COOP_TASKRUN (5.19), SUBMIT_ALL (5.18). */
+  {WEFT_RING_DEFER_TASKRUN, IORING_SETUP_DEFER_TASKRUN},
+  {WEFT_RING_SINGLE_ISSUER, IORING_SETUP_SINGLE_ISSUER},
+  {WEFT_RING_TASKRUN_FLAG, IORING_SETUP_TASKRUN_FLAG},
+  {WEFT_RING_COOP_TASKRUN, IORING_SETUP_COOP_TASKRUN},
+  {WEFT_RING_SUBMIT_ALL, IORING_SETUP_SUBMIT_ALL},
+};
+#define NFLAGS (sizeof(flag_map) / sizeof(flag_map[0]))
+
+static int try_setup(weft__shard *sh, unsigned wflags)
+{
+  if (wflags & atomic_load_explicit(&weft__ring_refused, memory_order_relaxed))
+    return -EINVAL; /* test hook: behave as a kernel without the flag */
+  if (weft__fault_hit(WEFT__FAULT_RING))
+    return -ENOMEM;
+  struct io_uring_params p;
+  memset(&p, 0, sizeof(p));
+  p.flags = IORING_SETUP_CQSIZE;
+  for (unsigned i = 0; i < NFLAGS; i++)
+    if (wflags & flag_map[i].weft)
+      p.flags |= flag_map[i].kernel;
+  weft_config *cfg = &sh->rt->cfg;
+  p.cq_entries = cfg->cq_entries ? cfg->cq_entries : cfg->ring_entries * 8;
+  return io_uring_queue_init_params(cfg->ring_entries, &sh->ring, &p);
+}
+
+int weft__ring_setup(weft__shard *sh)
+{
+  unsigned wflags = sh->rt->cfg.ring_flags & WEFT_RING_ALL;
+  if (wflags & WEFT_RING_DEFER_TASKRUN)
+    wflags |= WEFT_RING_SINGLE_ISSUER;
+  /* TASKRUN_FLAG is only valid with one of the task-run modes. */
+  if (!(wflags & (WEFT_RING_DEFER_TASKRUN | WEFT_RING_COOP_TASKRUN)))
+    wflags &= ~WEFT_RING_TASKRUN_FLAG;
+  int r;
+  unsigned i = 0;
+  for (;;) {
+    r = try_setup(sh, wflags);
+    if (r != -EINVAL || i == NFLAGS)
+      break;
+    /* Drop the next flag we still ask for and try again. */
+    while (i < NFLAGS && !(wflags & flag_map[i].weft))
+      i++;
+    if (i == NFLAGS) {
+      r = try_setup(sh, 0);
+      break;
+    }
+    wflags &= ~flag_map[i].weft;
+    if (flag_map[i].weft == WEFT_RING_SINGLE_ISSUER)
+      wflags &= ~WEFT_RING_DEFER_TASKRUN;
+    if (!(wflags & (WEFT_RING_DEFER_TASKRUN | WEFT_RING_COOP_TASKRUN)))
+      wflags &= ~WEFT_RING_TASKRUN_FLAG;
+  }
+  if (r < 0) {
+    sh->ring_fd = -1;
+    return r;
+  }
+  sh->ring_fd = sh->ring.ring_fd;
+  sh->ring_flags = wflags;
+  sh->ring_entries = sh->ring.sq.ring_entries;
+  return 0;
+}
+
+void weft__ring_teardown(weft__shard *sh)
+{
+  if (sh->ring_fd >= 0) {
+    io_uring_queue_exit(&sh->ring);
+    sh->ring_fd = -1;
+  }
+}
+
+struct io_uring_sqe *weft__ring_sqe(weft__shard *sh)
+{
+  struct io_uring_sqe *sqe = io_uring_get_sqe(&sh->ring);
+  if (!sqe) {
+    io_uring_submit(&sh->ring);
+    weft__count(&sh->stats.enters, 1);
+    sh->sq_pending = 0;
+    sqe = io_uring_get_sqe(&sh->ring);
+  }
+  if (sqe)
+    sh->sq_pending++;
+  return sqe;
+}
+
+/* ---- sending wake-ups from threads without a ring --------------------------- */
+
+/* 1: ring-less send works, 0: not probed yet, -1: fall back to a ring. */
+static atomic_int ringless_ok;
+static pthread_key_t sender_key;
+static pthread_once_t sender_once = PTHREAD_ONCE_INIT;
+static __thread struct io_uring *sender_ring;
+
+static void sender_free(void *p)
+{
+  io_uring_queue_exit(p);
+  free(p);
+}
+
+static void sender_key_init(void)
+{
+  pthread_key_create(&sender_key, sender_free);
+}
+
+static void prep_wake(struct io_uring_sqe *sqe, int target_fd)
+{
+  io_uring_prep_msg_ring(sqe, target_fd, 0, WEFT__UD_WAKE, 0);
+}
+
+static int send_ringless(int target_fd)
+{
+  struct io_uring_sqe sqe;
+  memset(&sqe, 0, sizeof(sqe));
+  prep_wake(&sqe, target_fd);
+  long r = syscall(__NR_io_uring_register, -1, IORING_REGISTER_SEND_MSG_RING, &sqe, 1);
+  return r < 0 ? -errno : (int)r;
+}
+
+static int send_from_own_ring(int target_fd)
+{
+  if (!sender_ring) {
+    pthread_once(&sender_once, sender_key_init);
+    struct io_uring *ring = malloc(sizeof(*ring));
+    if (!ring)
+      return -ENOMEM;
+    int r = io_uring_queue_init(4, ring, 0);
+    if (r < 0) {
+      free(ring);
+      return r;
+    }
+    sender_ring = ring;
+    pthread_setspecific(sender_key, ring);
+  }
+  struct io_uring_sqe *sqe = io_uring_get_sqe(sender_ring);
+  if (!sqe)
+    return -EBUSY; /* cannot happen: every send is reaped before returning */
+  prep_wake(sqe, target_fd);
+  struct io_uring_cqe *cqe;
+  int r = io_uring_submit_and_wait(sender_ring, 1);
+  if (r >= 0 && (r = io_uring_peek_cqe(sender_ring, &cqe)) == 0) {
+    r = cqe->res;
+    io_uring_cqe_seen(sender_ring, cqe);
+  }
+  return r;
+}
+
+void weft__ring_send_wake(weft__shard *to)
+{
+  weft__shard *me = weft__shard_self();
+  if (me) {
+    struct io_uring_sqe *sqe = weft__ring_sqe(me);
+    if (sqe) {
+      prep_wake(sqe, to->ring_fd);
+      sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+      io_uring_sqe_set_data64(sqe, WEFT__UD_WAKE_SENT | ((uint64_t)to->id << 3));
+      if (to->rt != me->rt)
+        sqe->user_data = 0; /* another runtime's shard: no retry bookkeeping */
+      /* Sent now, not at the next flush: the running task may compute (or
+       * block in weft_runtime_stop) for long, and `wake_pending` already
+       * tells other wakers that this message is on its way. */
+      me->sq_pending = 0;
+      io_uring_submit(&me->ring);
+      weft__count(&me->stats.enters, 1);
+      return;
+    }
+  }
+  int mode = atomic_load_explicit(&ringless_ok, memory_order_relaxed);
+  if (mode >= 0) {
+    int r = send_ringless(to->ring_fd);
+    if (r >= 0) {
+      if (mode == 0)
+        atomic_store_explicit(&ringless_ok, 1, memory_order_relaxed);
+      return;
+    }
+    if (r == -EINVAL || r == -EOPNOTSUPP || r == -ENOSYS)
+      atomic_store_explicit(&ringless_ok, -1, memory_order_relaxed); /* kernel < 6.13 */
+  }
+  if (send_from_own_ring(to->ring_fd) < 0) {
+    /* Not sent (no memory for a ring, or the target is going away): let the
+     * next waker try rather than leave a wake-up marked as on its way. */
+    atomic_store_explicit(&to->wake_pending, 0, memory_order_release);
+  }
+}

@@ -1,0 +1,328 @@
+/* SPDX-License-Identifier: MIT */
+/* Runtime configuration, start and stop. */
+#include "core.h"
+#include "futex.h"
+
+#include "../coro/fault.h"
+#include "weft_build_config.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void weft_config_init(weft_config *cfg)
+{
+  if (!cfg)
+    return;
+  memset(cfg, 0, sizeof(*cfg));
+  cfg->shards = 0;
+  cfg->thread_name = "weft";
+  cfg->stack_size = WEFT_DEFAULT_STACK_SIZE;
+  cfg->ring_entries = 256;
+  cfg->cq_entries = 0;
+  cfg->ring_flags = WEFT_RING_ALL;
+  cfg->spin_ns = 20 * WEFT_USEC;
+  cfg->run_budget = 64;
+  cfg->blocking_threads = 64;
+  cfg->blocking_idle_ns = 10 * WEFT_SEC;
+  cfg->steal = true;
+  cfg->steal_started = true;
+  cfg->steal_budget = 64;
+  cfg->steal_stride = 1;
+  cfg->steal_probes = 2;
+  cfg->steal_batch = 4;
+  cfg->steal_locality_margin = 1;
+  cfg->steal_fail_cost = 1;
+  cfg->steal_backoff_min = 1;
+  cfg->steal_backoff_max = 32;
+  cfg->steal_queue_capacity = 4096;
+}
+
+static int usable_cpus(void)
+{
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    int n = CPU_COUNT(&set);
+    if (n > 0)
+      return n;
+  }
+  return 1;
+}
+
+static int validate(const weft_config *cfg)
+{
+  if (cfg->shards < 0 || cfg->shards > WEFT_MAX_SHARDS)
+    return -EINVAL;
+  if (cfg->ring_entries == 0 || cfg->ring_entries > 32768)
+    return -EINVAL;
+  if (cfg->cq_entries && (cfg->cq_entries < cfg->ring_entries || cfg->cq_entries > 65536))
+    return -EINVAL;
+  if (cfg->stack_size < 16384 || cfg->stack_size > ((size_t)1 << 30))
+    return -EINVAL;
+  if (cfg->spin_ns < 0 || cfg->run_budget == 0)
+    return -EINVAL;
+  if (cfg->blocking_threads == 0 || cfg->blocking_threads > 4096 || cfg->blocking_idle_ns <= 0)
+    return -EINVAL;
+  if (cfg->ring_flags & ~WEFT_RING_ALL)
+    return -EINVAL;
+  if (!cfg->steal_budget || !cfg->steal_stride || !cfg->steal_probes || !cfg->steal_batch ||
+      cfg->steal_batch > 64 || !cfg->steal_fail_cost || !cfg->steal_backoff_min ||
+      cfg->steal_backoff_max < cfg->steal_backoff_min)
+    return -EINVAL;
+  unsigned cap = cfg->steal_queue_capacity;
+  if (cap < 2 || cap > (1u << 24) || (cap & (cap - 1)))
+    return -EINVAL;
+  if (cfg->ncpus < 0 || (cfg->ncpus > 0 && !cfg->cpus))
+    return -EINVAL;
+  if (cfg->ncpus > 0) {
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0)
+      CPU_ZERO(&allowed);
+    for (int i = 0; i < cfg->ncpus; i++)
+      if (cfg->cpus[i] < 0 || cfg->cpus[i] >= CPU_SETSIZE || !CPU_ISSET(cfg->cpus[i], &allowed))
+        return -EINVAL;
+  }
+  return 0;
+}
+
+/* After every shard thread has been joined. */
+static void runtime_free(weft_runtime *rt)
+{
+  weft__pool_term(&rt->pool);
+  for (int i = 0; i < rt->nshards; i++)
+    weft__ring_teardown(&rt->shards[i]);
+  for (int i = 0; i < rt->nshards; i++)
+    weft__deque_term(&rt->shards[i].deque);
+  pthread_mutex_destroy(&rt->start_lock);
+  pthread_cond_destroy(&rt->start_cond);
+  free(rt->shards);
+  free(rt);
+}
+
+int weft_runtime_start(weft_runtime **out, const weft_config *cfg_in)
+{
+  if (!out)
+    return -EINVAL;
+  weft_config cfg;
+  if (cfg_in)
+    cfg = *cfg_in;
+  else
+    weft_config_init(&cfg);
+  int r = validate(&cfg);
+  if (r < 0)
+    return r;
+  if (cfg.shards == 0)
+    cfg.shards = usable_cpus();
+  if (!cfg.thread_name)
+    cfg.thread_name = "weft";
+
+  weft_runtime *rt = weft__calloc(1, sizeof(*rt));
+  if (!rt)
+    return -ENOMEM;
+  rt->shards = weft__calloc((size_t)cfg.shards, sizeof(weft__shard));
+  if (!rt->shards) {
+    free(rt);
+    return -ENOMEM;
+  }
+  for (int i = 0; i < cfg.shards; i++) {
+    weft__shard *sh = &rt->shards[i];
+    sh->rt = rt;
+    sh->id = i;
+    sh->ring_fd = -1; /* no ring yet: runtime_free must not close fd 0 */
+    sh->list_lock = (weft__spin)WEFT__SPIN_INIT;
+  }
+  rt->cfg = cfg;
+  rt->cfg.cpus = NULL; /* the caller's array need not outlive this call */
+  rt->cfg.ncpus = 0;
+  int *cpus = NULL;
+  snprintf(rt->thread_name, sizeof(rt->thread_name), "%.11s", cfg.thread_name);
+  rt->cfg.thread_name = rt->thread_name;
+  rt->nshards = cfg.shards;
+  pthread_mutex_init(&rt->start_lock, NULL);
+  pthread_cond_init(&rt->start_cond, NULL);
+  r = weft__pool_init(&rt->pool, cfg.blocking_threads, cfg.blocking_idle_ns);
+  if (r < 0) {
+    pthread_mutex_destroy(&rt->start_lock);
+    pthread_cond_destroy(&rt->start_cond);
+    free(rt->shards);
+    free(rt);
+    return r;
+  }
+  if (cfg.ncpus > 0) {
+    cpus = weft__malloc((size_t)cfg.ncpus * sizeof(int));
+    if (!cpus) {
+      runtime_free(rt);
+      return -ENOMEM;
+    }
+    memcpy(cpus, cfg.cpus, (size_t)cfg.ncpus * sizeof(int));
+    rt->cfg.cpus = cpus;
+    rt->cfg.ncpus = cfg.ncpus;
+  }
+
+  for (int i = 0; i < rt->nshards; i++) {
+    r = weft__deque_init(&rt->shards[i].deque, cfg.steal_queue_capacity);
+    if (r < 0) {
+      free(cpus);
+      runtime_free(rt);
+      return r;
+    }
+  }
+
+  int created = 0;
+  for (int i = 0; i < rt->nshards; i++) {
+    weft__shard *sh = &rt->shards[i];
+    if (weft__fault_hit(WEFT__FAULT_THREAD)) {
+      r = -EAGAIN;
+      break;
+    }
+    int e = pthread_create(&sh->thread, NULL, weft__shard_main, sh);
+    if (e) {
+      r = -e;
+      break;
+    }
+    created++;
+  }
+
+  /* Wait for every created shard to report its ring setup. */
+  pthread_mutex_lock(&rt->start_lock);
+  while (rt->started < created)
+    pthread_cond_wait(&rt->start_cond, &rt->start_lock);
+  for (int i = 0; i < created && r == 0; i++)
+    if (rt->shards[i].setup_result < 0)
+      r = rt->shards[i].setup_result;
+  rt->start_verdict = r < 0 ? -1 : 1; /* on failure the shards that came up leave */
+  pthread_cond_broadcast(&rt->start_cond);
+  pthread_mutex_unlock(&rt->start_lock);
+
+  if (r < 0) {
+    for (int i = 0; i < created; i++)
+      pthread_join(rt->shards[i].thread, NULL);
+    free(cpus);
+    runtime_free(rt);
+    return r;
+  }
+  *out = rt;
+  return 0;
+}
+
+/* Cancels every task registered on sh's list. */
+static void cancel_all(weft__shard *sh)
+{
+  weft__spin_lock(&sh->list_lock);
+  for (weft_task *t = sh->list_head; t; t = t->list_next)
+    if (!atomic_load_explicit(&t->done, memory_order_acquire))
+      weft__task_cancel(t);
+  weft__spin_unlock(&sh->list_lock);
+}
+
+static uint64_t sum_created(weft_runtime *rt)
+{
+  uint64_t n = atomic_load_explicit(&rt->external_spawned.v, memory_order_acquire);
+  for (int i = 0; i < rt->nshards; i++)
+    n += weft__counter_acquire(&rt->shards[i].stats.spawned);
+  return n;
+}
+
+static uint64_t sum_finished(weft_runtime *rt)
+{
+  uint64_t n = 0;
+  for (int i = 0; i < rt->nshards; i++)
+    n += weft__counter_acquire(&rt->shards[i].stats.finished);
+  return n;
+}
+
+int64_t weft__runtime_live(weft_runtime *rt)
+{
+  uint64_t f = sum_finished(rt);
+  return (int64_t)(sum_created(rt) - f);
+}
+
+/* True when every task created so far has finished. Finished counts are
+ * read between two reads of the created counts: a task counted as finished
+ * was created before (its creation is counted first, with release, and read
+ * with acquire), so finished <= created; if the created counts did not move
+ * across the reads and equal the finished ones, no task is left. */
+static bool quiescent(weft_runtime *rt)
+{
+  uint64_t c1 = sum_created(rt);
+  uint64_t f = sum_finished(rt);
+  uint64_t c2 = sum_created(rt);
+  return c1 == c2 && f == c1;
+}
+
+int weft_runtime_stop(weft_runtime *rt)
+{
+  if (!rt)
+    return -EINVAL;
+  weft__shard *me = weft__shard_self();
+  if (me && me->rt == rt)
+    return -EINVAL;
+  atomic_store_explicit(&rt->stopping, true, memory_order_seq_cst);
+  for (int i = 0; i < rt->nshards; i++)
+    cancel_all(&rt->shards[i]);
+  /* Wait for the cancelled tasks to return. The timeout only bounds how
+   * long a missed futex wake could delay us; it is not a grace period. */
+  for (;;) {
+    uint32_t seq = atomic_load_explicit(&rt->finish_seq, memory_order_acquire);
+    if (quiescent(rt))
+      break;
+    weft__futex_wait(&rt->finish_seq, seq, weft__now() + 10 * WEFT_MSEC);
+  }
+  atomic_store_explicit(&rt->exiting, true, memory_order_seq_cst);
+  for (int i = 0; i < rt->nshards; i++)
+    weft__shard_notify(&rt->shards[i]);
+  for (int i = 0; i < rt->nshards; i++)
+    pthread_join(rt->shards[i].thread, NULL);
+  /* Task objects whose handles were never joined or detached. */
+  for (int i = 0; i < rt->nshards; i++) {
+    weft__shard *sh = &rt->shards[i];
+    while (sh->list_head) {
+      weft_task *t = sh->list_head;
+      sh->list_head = t->list_next;
+      weft__coro_destroy(&t->coro);
+    }
+  }
+  free((void *)rt->cfg.cpus);
+  runtime_free(rt);
+  return 0;
+}
+
+weft_runtime *weft_runtime_current(void)
+{
+  weft__shard *sh = weft__shard_self();
+  return sh ? sh->rt : NULL;
+}
+
+int weft_runtime_shards(const weft_runtime *rt)
+{
+  if (!rt)
+    rt = weft_runtime_current();
+  return rt ? rt->nshards : -EPERM;
+}
+
+int weft_run(const weft_config *cfg, void *(*main_fn)(void *), void *arg, void **ret)
+{
+  if (!main_fn)
+    return -EINVAL;
+  weft_runtime *rt;
+  int r = weft_runtime_start(&rt, cfg);
+  if (r < 0)
+    return r;
+  weft_spawn_opts o;
+  weft_spawn_opts_init(&o);
+  o.placement = WEFT_PLACE_PINNED;
+  o.shard = 0;
+  o.name = "main";
+  weft_task *t;
+  r = weft_runtime_submit(rt, &o, main_fn, arg, &t);
+  if (r == 0) {
+    void *v = NULL;
+    weft_join(t, &v); /* from this plain thread: blocks on a futex */
+    if (ret)
+      *ret = v;
+  }
+  weft_runtime_stop(rt);
+  return r;
+}

@@ -1,0 +1,251 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Work stealing: the stealable run queue of each shard, the policy an idle
+ * shard follows to take work from busy ones, and waking a sleeping shard when
+ * work piles up.
+ *
+ * What may move: a task placed STEALABLE or STEALABLE_PREFERRED, whenever it
+ * is runnable - at its first run and after every wake-up (it has no SQE in
+ * flight then: a task waiting for a completion is not runnable). With
+ * cfg.steal_started off, only tasks that never ran are stealable.
+ *
+ * The policy is the seed's (spargio), tick for tick: a round probes
+ * `steal_probes` victims (cursor advancing by `steal_stride`), picks the one
+ * with the longest queue, and skips it unless that queue is longer than the
+ * migration cost (1 + min(failures, 4) * fail_cost) plus the locality margin;
+ * it then takes up to `steal_batch` tasks. A round that takes nothing starts a
+ * cooldown of backoff_min << (failures - 1) ticks, capped at backoff_max.
+ */
+#include "core.h"
+
+#include "../coro/fault.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+int weft__deque_init(weft__deque *d, uint32_t capacity)
+{
+  atomic_init(&d->head, 0);
+  atomic_init(&d->tail, 0);
+  d->mask = capacity - 1;
+  d->slots = weft__calloc(capacity, sizeof(*d->slots));
+  d->seqs = d->slots ? weft__calloc(capacity, sizeof(*d->seqs)) : NULL;
+  if (!d->seqs) {
+    free(d->slots);
+    d->slots = NULL;
+    return -ENOMEM;
+  }
+  return 0;
+}
+
+void weft__deque_term(weft__deque *d)
+{
+  free(d->slots);
+  free(d->seqs);
+  d->slots = NULL;
+  d->seqs = NULL;
+}
+
+/* The shortest queue a thief with no failed rounds takes from (64-bit: the
+ * margin may be as large as UINT_MAX, meaning "never"). */
+static uint64_t steal_threshold(const weft_runtime *rt)
+{
+  return 2 + (uint64_t)rt->cfg.steal_locality_margin;
+}
+
+bool weft__task_stealable(const weft_runtime *rt, const weft_task *t)
+{
+  if (!rt->cfg.steal || rt->nshards == 1)
+    return false; /* nobody to steal it: the local queue is cheaper */
+  if (t->placement != WEFT_PLACE_STEALABLE && t->placement != WEFT_PLACE_STEALABLE_PREFERRED)
+    return false;
+  if (t->pinned_ops)
+    return false; /* a multishot op of its own completes on this shard */
+  return rt->cfg.steal_started || t->coro.state == WEFT__CORO_CREATED;
+}
+
+/* Wakes one sleeping shard other than sh (one not already being woken),
+ * when sh has queued stealable work that it would not get to soon. */
+static void wake_thief(weft__shard *sh)
+{
+  weft_runtime *rt = sh->rt;
+  /* Our push, then their `sleeping`: the mirror of park()'s fence. */
+  atomic_thread_fence(memory_order_seq_cst);
+  if (!atomic_load_explicit(&rt->sleeping, memory_order_relaxed))
+    return;
+  for (int i = 1; i < rt->nshards; i++) {
+    weft__shard *o = &rt->shards[(sh->id + i) % rt->nshards];
+    if (atomic_load_explicit(&o->parked, memory_order_relaxed) &&
+        !atomic_load_explicit(&o->wake_pending, memory_order_relaxed)) {
+      weft__count(&sh->stats.steal_wakes, 1);
+      weft__shard_notify(o);
+      return;
+    }
+  }
+}
+
+void weft__steal_check_thieves(weft__shard *sh)
+{
+  /* After every task the owner runs: a thief woken earlier may have found
+   * other work (or a queue too short then), so look again while the queue
+   * stays long. Two relaxed loads when nobody sleeps. */
+  if (weft__deque_len(&sh->deque) >= steal_threshold(sh->rt) &&
+      atomic_load_explicit(&sh->rt->sleeping, memory_order_relaxed))
+    wake_thief(sh);
+}
+
+bool weft__steal_enqueue(weft__shard *sh, weft_task *t)
+{
+  if (!weft__deque_push(&sh->deque, t, t->ready_seq)) {
+    weft__count(&sh->stats.steal_backpressure, 1);
+    return false;
+  }
+  /* A queue becomes worth a thief when it is long enough to pass the
+   * locality gate of a thief with no failures behind it. The epoch tells
+   * spinning thieves in a cooldown to look again; it is bumped only when a
+   * queue reaches that length, to keep its cache line quiet. */
+  if (sh->rt->nshards > 1 && weft__deque_len(&sh->deque) == steal_threshold(sh->rt)) {
+    atomic_fetch_add_explicit(&sh->rt->steal_epoch, 1, memory_order_relaxed);
+    wake_thief(sh);
+  }
+  return true;
+}
+
+weft_task *weft__steal_pop_local(weft__shard *sh)
+{
+  weft_task *t;
+  if (weft__deque_take(&sh->deque, &t, 1) == 0)
+    return NULL;
+  weft__count(&sh->stats.steal_local_hits, 1);
+  return t;
+}
+
+bool weft__steal_work_elsewhere(weft__shard *sh)
+{
+  weft_runtime *rt = sh->rt;
+  if (!rt->cfg.steal)
+    return false;
+  for (int i = 0; i < rt->nshards; i++)
+    if (i != sh->id && weft__deque_len(&rt->shards[i].deque) >= steal_threshold(rt))
+      return true;
+  return false;
+}
+
+void weft__steal_reset_backoff(weft__shard *sh)
+{
+  sh->steal.failed_streak = 0;
+  sh->steal.cooldown = 0;
+}
+
+/* The next victim in the walk: the cursor advances by the stride, and when
+ * the stride shares a factor with the shard count (so the walk would cycle
+ * through a subset) it slips by one after each cycle, to reach everyone. */
+static unsigned next_victim(struct weft__steal_state *st, unsigned n, unsigned stride,
+                            unsigned cycle)
+{
+  unsigned cand = st->cursor % n;
+  st->cursor = (st->cursor + stride) % n;
+  if (++st->steps >= cycle) {
+    st->steps = 0;
+    st->cursor = (st->cursor + 1) % n;
+  }
+  return cand;
+}
+
+static unsigned gcd(unsigned a, unsigned b)
+{
+  while (b) {
+    unsigned t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+unsigned weft__steal_round(weft__shard *sh)
+{
+  weft_runtime *rt = sh->rt;
+  const weft_config *c = &rt->cfg;
+  unsigned n = (unsigned)rt->nshards;
+  if (!c->steal || n <= 1)
+    return 0;
+  struct weft__steal_state *st = &sh->steal;
+  if (st->cooldown > 0 &&
+      atomic_load_explicit(&rt->steal_epoch, memory_order_relaxed) != st->seen_epoch)
+    weft__steal_reset_backoff(sh); /* new work was queued since the last failure */
+  if (st->cooldown > 0) {
+    st->cooldown--;
+    weft__count(&sh->stats.steal_skipped_backoff, 1);
+    return 0;
+  }
+
+  unsigned stride = c->steal_stride % n;
+  if (stride == 0)
+    stride = 1;
+  unsigned cycle = n / gcd(stride, n);
+  /* Each round looks at every other shard at most once. */
+  unsigned max_attempts = n - 1;
+  unsigned probes = c->steal_probes < max_attempts ? c->steal_probes : max_attempts;
+  unsigned remaining = c->steal_budget, attempts = 0, stolen = 0;
+  /* 64-bit and saturating: the knobs are unsigned ints and may be huge. */
+  uint64_t failures = st->failed_streak < 4 ? st->failed_streak : 4;
+  uint64_t gate = 1 + failures * c->steal_fail_cost + c->steal_locality_margin;
+  weft_task *batch[64];
+
+  while (remaining > 0 && attempts < max_attempts) {
+    weft__shard *best = NULL;
+    uint32_t best_len = 0;
+    for (unsigned p = 0; p < probes && attempts < max_attempts; p++) {
+      unsigned cand = next_victim(st, n, stride, cycle);
+      if (cand == (unsigned)sh->id)
+        cand = next_victim(st, n, stride, cycle);
+      if (cand == (unsigned)sh->id)
+        continue;
+      attempts++;
+      weft__count(&sh->stats.steal_attempts, 1);
+      uint32_t len = weft__deque_len(&rt->shards[cand].deque);
+      if (len > best_len) {
+        best_len = len;
+        best = &rt->shards[cand];
+      }
+    }
+    if (!best)
+      break;
+    weft__count(&sh->stats.steal_scans, 1);
+    if (best_len <= gate) {
+      weft__count(&sh->stats.steal_skipped_locality, 1);
+      continue;
+    }
+    uint32_t want = best_len > gate + 1 ? (c->steal_batch < best_len ? c->steal_batch : best_len) : 1;
+    if (want > remaining)
+      want = remaining;
+    if (want > 64)
+      want = 64;
+    uint32_t got = weft__deque_take(&best->deque, batch, want);
+    for (uint32_t i = 0; i < got; i++) {
+      /* The task is ours now: it runs here next (the local queue is FIFO,
+       * so it is not handed on to a third shard before it ran). */
+      weft__shard_ready_local(sh, batch[i]);
+    }
+    if (got)
+      weft__count(&sh->stats.steal_takes, 1);
+    remaining -= got;
+    stolen += got;
+  }
+
+  if (stolen) {
+    weft__count(&sh->stats.steal_success, stolen);
+    weft__steal_reset_backoff(sh);
+  } else {
+    st->failed_streak++;
+    st->seen_epoch = atomic_load_explicit(&rt->steal_epoch, memory_order_relaxed);
+    unsigned shift = st->failed_streak - 1 < 8 ? st->failed_streak - 1 : 8;
+    uint64_t max = c->steal_backoff_max > c->steal_backoff_min ? c->steal_backoff_max
+                                                               : c->steal_backoff_min;
+    uint64_t cd = (uint64_t)c->steal_backoff_min << shift;
+    st->cooldown = (unsigned)(cd < max ? cd : max);
+    if (st->cooldown == 0)
+      st->cooldown = 1;
+  }
+  return stolen;
+}

@@ -1,0 +1,349 @@
+/* SPDX-License-Identifier: MIT */
+/* Tasks: spawn with placement, join, detach, cancel, yield. */
+#include "core.h"
+#include "futex.h"
+#include "op.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <string.h>
+
+void weft_spawn_opts_init(weft_spawn_opts *o)
+{
+  if (!o)
+    return;
+  memset(o, 0, sizeof(*o));
+  o->placement = WEFT_PLACE_STEALABLE;
+  o->shard = -1;
+}
+
+/* splitmix64's finaliser: sticky keys that differ in any bit spread evenly. */
+static uint64_t mix64(uint64_t x)
+{
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  return x;
+}
+
+static int pick_shard(weft_runtime *rt, const weft_spawn_opts *o)
+{
+  weft__shard *cur = weft__shard_self();
+  int here = (cur && cur->rt == rt) ? cur->id : -1;
+  int n = rt->nshards, s;
+  if (o->shard < -1 || o->shard >= n)
+    return -EINVAL;
+  switch (o->placement) {
+  case WEFT_PLACE_STEALABLE:
+  case WEFT_PLACE_STEALABLE_PREFERRED:
+  case WEFT_PLACE_PINNED:
+    s = o->shard >= 0 ? o->shard : here;
+    if (s < 0)
+      s = (int)(atomic_fetch_add_explicit(&rt->rr_next, 1, memory_order_relaxed) % (unsigned)n);
+    return s;
+  case WEFT_PLACE_ROUND_ROBIN:
+    return (int)(atomic_fetch_add_explicit(&rt->rr_next, 1, memory_order_relaxed) % (unsigned)n);
+  case WEFT_PLACE_STICKY:
+    return (int)(mix64(o->key) % (uint64_t)n);
+  default:
+    return -EINVAL;
+  }
+}
+
+static void list_add(weft__shard *sh, weft_task *t)
+{
+  t->list_shard = sh;
+  t->list_prev = NULL;
+  t->list_next = sh->list_head;
+  if (sh->list_head)
+    sh->list_head->list_prev = t;
+  sh->list_head = t;
+}
+
+static void list_remove(weft_task *t)
+{
+  weft__shard *sh = t->list_shard;
+  weft__spin_lock(&sh->list_lock);
+  if (t->list_prev)
+    t->list_prev->list_next = t->list_next;
+  else
+    sh->list_head = t->list_next;
+  if (t->list_next)
+    t->list_next->list_prev = t->list_prev;
+  weft__spin_unlock(&sh->list_lock);
+}
+
+int weft__task_create(weft_runtime *rt, const weft_spawn_opts *o, void *(*fn)(void *),
+                      void *arg, weft__shard **target, weft_task **out, bool want_handle)
+{
+  weft_spawn_opts defaults;
+  if (!o) {
+    weft_spawn_opts_init(&defaults);
+    o = &defaults;
+  }
+  if (!fn)
+    return -EINVAL;
+  if (atomic_load_explicit(&rt->stopping, memory_order_acquire))
+    return -ECANCELED;
+  int s = pick_shard(rt, o);
+  if (s < 0)
+    return s;
+
+  weft__coro_opts co = {
+    .fn = fn,
+    .arg = arg,
+    .stack_size = o->stack_size ? o->stack_size : rt->cfg.stack_size,
+    .obj_size = sizeof(weft_task),
+    .name = o->name,
+  };
+  weft__coro *c;
+  int r = weft__coro_create(&c, &co);
+  if (r < 0)
+    return r;
+
+  weft_task *t = (weft_task *)(void *)c;
+  weft__shard *sh = &rt->shards[s];
+  /* Every field set explicitly (no memset on the spawn path). */
+  t->next = NULL;
+  t->yielding = false;
+  t->cur_waiter = NULL;
+  t->cur_op = NULL;
+  t->pinned_ops = 0;
+  t->armed_timer = NULL;
+  t->group = NULL;
+  t->group_prev = t->group_next = NULL;
+  t->rt = rt;
+  t->shard = sh;
+  t->placement = o->placement;
+  atomic_init(&t->state, WEFT__T_QUEUED);
+  atomic_init(&t->refs, want_handle ? 2 : 1);
+  atomic_init(&t->cancelled, false);
+  t->wait_lock = (weft__spin)WEFT__SPIN_INIT;
+  atomic_init(&t->done, false);
+  weft__waitq_init(&t->done_q);
+  t->deadline = -1;
+
+  /* Counted before anyone can see the task, so that a count of finished
+   * tasks never runs ahead of the count of created ones. */
+  weft__shard *cur = weft__shard_self();
+  if (cur && cur->rt == rt)
+    weft__count_release(&cur->stats.spawned, 1);
+  else
+    atomic_fetch_add_explicit(&rt->external_spawned.v, 1, memory_order_acq_rel);
+  weft__spin_lock(&sh->list_lock);
+  list_add(sh, t);
+  /* Checked again under the list lock: a stop that sweeps this list after
+   * this point sees the task; one that swept it before has set `stopping`. */
+  if (atomic_load_explicit(&rt->stopping, memory_order_seq_cst))
+    atomic_store_explicit(&t->cancelled, true, memory_order_relaxed);
+  weft__spin_unlock(&sh->list_lock);
+
+  *target = sh;
+  *out = t;
+  return 0;
+}
+
+void weft__task_start(weft__shard *target, weft_task *t)
+{
+  weft__shard *cur = weft__shard_self();
+  if (cur == target)
+    weft__shard_ready(target, t);
+  else
+    weft__shard_push_remote(target, t);
+}
+
+int weft_spawn(weft_task **out, const weft_spawn_opts *o, void *(*fn)(void *), void *arg)
+{
+  weft__shard *cur = weft__shard_self();
+  if (!cur || !weft__task_self())
+    return -EPERM;
+  weft__shard *target;
+  weft_task *t;
+  int r = weft__task_create(cur->rt, o, fn, arg, &target, &t, out != NULL);
+  if (r < 0)
+    return r;
+  if (out)
+    *out = t;
+  weft__task_start(target, t);
+  return 0;
+}
+
+int weft_runtime_submit(weft_runtime *rt, const weft_spawn_opts *o, void *(*fn)(void *),
+                        void *arg, weft_task **out)
+{
+  if (!rt)
+    return -EINVAL;
+  weft__shard *target;
+  weft_task *t;
+  int r = weft__task_create(rt, o, fn, arg, &target, &t, out != NULL);
+  if (r < 0)
+    return r;
+  if (out)
+    *out = t;
+  weft__task_start(target, t);
+  return 0;
+}
+
+void weft__task_wake(weft_task *t)
+{
+  weft__shard *sh = t->shard;
+  if (sh == weft__shard_self())
+    weft__shard_ready(sh, t);
+  else
+    weft__shard_push_remote(sh, t);
+}
+
+void weft__task_release(weft_task *t)
+{
+  /* The last reference needs no locked decrement: nobody else holds one. */
+  if (atomic_load_explicit(&t->refs, memory_order_acquire) != 1 &&
+      atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1)
+    return;
+  list_remove(t);
+  weft__coro_destroy(&t->coro);
+}
+
+static void complete(weft__shard *sh, weft_task *t)
+{
+  weft_runtime *rt = t->rt;
+  atomic_store_explicit(&t->state, WEFT__T_FINISHED, memory_order_relaxed);
+  /* Counted before joiners wake, so a joiner that reads the stats sees it. */
+  weft__count_release(&sh->stats.finished, 1);
+
+  /* Release every joiner. They are collected under the lock and completed
+   * after it, so no wake-up (which may be a system call) runs under it. */
+  weft__waiter *ready = NULL;
+  weft__spin_lock(&t->done_q.lock);
+  atomic_store_explicit(&t->done, true, memory_order_release);
+  for (weft__waiter *w; (w = weft__waitq_pop(&t->done_q));) {
+    if (weft__waiter_claim(w)) {
+      w->next = ready;
+      ready = w;
+    }
+  }
+  weft__spin_unlock(&t->done_q.lock);
+  while (ready) {
+    weft__waiter *next = ready->next;
+    weft__waiter_complete(ready, 0);
+    ready = next;
+  }
+  if (t->group)
+    weft__group_member_done(t); /* drops the group's reference */
+
+  weft__task_release(t);
+  if (atomic_load_explicit(&rt->stopping, memory_order_acquire)) {
+    /* weft_runtime_stop() is waiting for the last task. */
+    atomic_fetch_add_explicit(&rt->finish_seq, 1, memory_order_release);
+    weft__futex_wake(&rt->finish_seq, 1);
+  }
+}
+
+void weft__task_finished(weft__shard *sh, weft_task *t)
+{
+  complete(sh, t);
+}
+
+void weft__task_finish_unstarted(weft__shard *sh, weft_task *t)
+{
+  t->coro.ret = NULL;
+  t->coro.state = WEFT__CORO_FINISHED;
+  complete(sh, t);
+}
+
+int weft_join_dl(weft_task *t, void **ret, int64_t deadline)
+{
+  if (!t)
+    return -EINVAL;
+  if (t == weft__task_self())
+    return -EDEADLK;
+  if (!atomic_load_explicit(&t->done, memory_order_acquire)) {
+    weft__waiter w;
+    weft__waiter_init(&w);
+    weft__spin_lock(&t->done_q.lock);
+    if (!atomic_load_explicit(&t->done, memory_order_relaxed)) {
+      weft__waitq_append(&t->done_q, &w);
+      weft__spin_unlock(&t->done_q.lock);
+      int r = weft__waiter_wait(&w, deadline);
+      if (r < 0)
+        return r;
+    } else {
+      weft__spin_unlock(&t->done_q.lock);
+    }
+  }
+  if (ret)
+    *ret = t->coro.ret;
+  int r = atomic_load_explicit(&t->cancelled, memory_order_relaxed) ? -ECANCELED : 0;
+  weft__task_release(t);
+  return r;
+}
+
+int weft_join(weft_task *t, void **ret)
+{
+  return weft_join_dl(t, ret, WEFT_NO_DEADLINE);
+}
+
+int weft_detach(weft_task *t)
+{
+  if (!t)
+    return -EINVAL;
+  weft__task_release(t);
+  return 0;
+}
+
+void weft__task_cancel(weft_task *t)
+{
+  atomic_store_explicit(&t->cancelled, true, memory_order_seq_cst);
+  weft__task_cancel_wait(t);
+  weft__op_cancel_task(t);
+}
+
+int weft_cancel(weft_task *t)
+{
+  if (!t)
+    return -EINVAL;
+  if (atomic_load_explicit(&t->done, memory_order_acquire))
+    return -ESRCH;
+  weft__task_cancel(t);
+  return 0;
+}
+
+int weft_yield(void)
+{
+  weft_task *t = weft__task_self();
+  if (!t) {
+    sched_yield();
+    return 0;
+  }
+  t->yielding = true;
+  weft__task_suspend(t);
+  return atomic_load_explicit(&t->cancelled, memory_order_relaxed) ? -ECANCELED : 0;
+}
+
+weft_task *weft_task_self(void)
+{
+  return weft__task_self();
+}
+
+uint64_t weft_task_id(const weft_task *t)
+{
+  return t ? t->coro.id : 0;
+}
+
+const char *weft_task_name(const weft_task *t)
+{
+  return t ? t->coro.name : "";
+}
+
+int weft_shard_id(void)
+{
+  weft__shard *sh = weft__shard_self();
+  return sh ? sh->id : -EPERM;
+}
+
+int weft_shard_count(void)
+{
+  weft__shard *sh = weft__shard_self();
+  return sh ? sh->rt->nshards : -EPERM;
+}

@@ -1,0 +1,216 @@
+/* SPDX-License-Identifier: MIT */
+/* The extension API (include/weft/uring.h) on the op primitive. */
+#include "op.h"
+
+#include "weft/uring.h"
+
+#include "../coro/fault.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct io_uring_sqe *weft_uring_sqe(void)
+{
+  weft_task *t = weft__task_self();
+  if (!t)
+    return NULL;
+  weft__shard *sh = t->shard;
+  /* The first SQE of what may be a chain: give the chain the whole SQ, so a
+   * chain up to ring_entries long is never split. */
+  unsigned space = io_uring_sq_space_left(&sh->ring);
+  if (!sh->uring_unadopted && io_uring_sq_ready(&sh->ring) && space < 8 &&
+      space < *sh->ring.sq.kring_entries) {
+    sh->sq_pending = 0;
+    io_uring_submit(&sh->ring);
+    weft__count(&sh->stats.enters, 1);
+  }
+  if (!io_uring_sq_space_left(&sh->ring)) {
+    /* Submitting now would send the SQEs already handed out for this op
+     * without the rest of their chain. */
+    if (sh->uring_unadopted)
+      return NULL;
+    weft__count(&sh->stats.sq_full_flushes, 1);
+    sh->sq_pending = 0;
+      io_uring_submit(&sh->ring);
+    weft__count(&sh->stats.enters, 1);
+  }
+  struct io_uring_sqe *sqe = io_uring_get_sqe(&sh->ring);
+  if (!sqe)
+    return NULL;
+  sh->sq_pending++;
+  sh->uring_unadopted++;
+  memset(sqe, 0, sizeof(*sqe));
+  /* Until weft_uring_wait adopts it, a stray CQE of it is ignored. */
+  io_uring_sqe_set_data64(sqe, WEFT__UD_IGNORE);
+  return sqe;
+}
+
+int weft_uring_wait(struct io_uring_sqe **sqes, unsigned n, unsigned *cqe_flags, int64_t deadline)
+{
+  if (!sqes || n == 0)
+    return -EINVAL;
+  weft__shard *sh = weft__shard_self();
+  if (sh)
+    sh->uring_unadopted = 0;
+  weft__op op;
+  int r = weft__op_prepare(&op, deadline);
+  if (r < 0) {
+    if (r != -EPERM)
+      weft__op_abandon(&op, sqes, n);
+    return r;
+  }
+  for (unsigned i = 0; i < n; i++)
+    weft__op_adopt(&op, sqes[i]);
+  r = weft__op_wait(&op);
+  if (cqe_flags)
+    *cqe_flags = op.cflags;
+  return r;
+}
+
+/* ---- multishot ------------------------------------------------------------------- */
+
+struct weft_uring_multishot {
+  weft__op op;              /* user_data of the SQE points here */
+  struct ms_cqe {
+    int res;
+    unsigned flags;
+  } *q;                     /* CQEs not handed out yet (a ring buffer) */
+  unsigned head, count, cap;
+  bool ended;               /* the last CQE (no F_MORE) has been queued */
+  bool lost;                /* a CQE could not be queued (no memory) */
+  weft__waiter *waiter;     /* the coroutine waiting in next(), if any */
+};
+
+/* Everything below runs on the owning shard's thread: the task does not
+ * leave the shard while the op is active (t->pinned_ops), and CQEs are
+ * reaped there. So no lock is needed. */
+
+static bool push(struct weft_uring_multishot *ms, int res, unsigned flags)
+{
+  if (ms->count == ms->cap) {
+    unsigned cap = ms->cap ? ms->cap * 2 : 16;
+    struct ms_cqe *q = weft__malloc(cap * sizeof(*q));
+    if (!q)
+      return false;
+    for (unsigned i = 0; i < ms->count; i++)
+      q[i] = ms->q[(ms->head + i) % ms->cap];
+    free(ms->q);
+    ms->q = q;
+    ms->cap = cap;
+    ms->head = 0;
+  }
+  ms->q[(ms->head + ms->count) % ms->cap] = (struct ms_cqe){res, flags};
+  ms->count++;
+  return true;
+}
+
+static void ms_cqe(weft__shard *sh, weft__op *op, int res, unsigned flags)
+{
+  struct weft_uring_multishot *ms = (struct weft_uring_multishot *)(void *)op;
+  if (!push(ms, res, flags))
+    ms->lost = true;
+  if (!(flags & IORING_CQE_F_MORE)) {
+    ms->ended = true;
+    op->done = true;
+    if (op->cancel_requested)
+      weft__op_drain_cancels(sh); /* our cancel node must not outlive ms */
+    sh->inflight--;
+    weft__count(&sh->stats.ops_completed, 1);
+  }
+  weft__waiter *w = ms->waiter;
+  if (w && weft__waiter_claim(w)) {
+    ms->waiter = NULL;
+    weft__waiter_complete(w, 0);
+  }
+}
+
+int weft_uring_multishot_begin(weft_uring_multishot **out, struct io_uring_sqe *sqe)
+{
+  if (!out || !sqe)
+    return -EINVAL;
+  struct weft_uring_multishot *ms = weft__calloc(1, sizeof(*ms));
+  int r = ms ? weft__op_prepare(&ms->op, WEFT_NO_DEADLINE) : -ENOMEM;
+  if (r < 0) {
+    if (r != -EPERM)
+      weft__op_abandon(NULL, &sqe, 1);
+    free(ms);
+    return r;
+  }
+  weft__op_adopt(&ms->op, sqe);
+  ms->op.on_cqe = ms_cqe;
+  weft_task *t = ms->op.task;
+  t->pinned_ops++;
+  ms->op.sh->inflight++;
+  weft__count(&ms->op.sh->stats.ops_submitted, 1);
+  *out = ms;
+  return 0;
+}
+
+static void request_cancel(struct weft_uring_multishot *ms)
+{
+  weft_task *t = ms->op.task;
+  weft__spin_lock(&t->wait_lock);
+  if (!ms->ended && !ms->op.cancel_requested)
+    weft__op_queue_cancel(&ms->op);
+  weft__spin_unlock(&t->wait_lock);
+}
+
+/* Suspends until ms_cqe wakes us; returns the wait's result. */
+static int wait_cqe(struct weft_uring_multishot *ms, int64_t deadline, bool cancellable)
+{
+  weft__waiter w;
+  weft__waiter_init(&w);
+  w.uncancellable = !cancellable;
+  ms->waiter = &w;
+  int r = weft__waiter_wait(&w, deadline);
+  if (ms->waiter == &w)
+    ms->waiter = NULL; /* timed out or cancelled: the CQE path did not take it */
+  return r;
+}
+
+int weft_uring_multishot_next(weft_uring_multishot *ms, int *res, unsigned *flags, int64_t deadline)
+{
+  if (!ms)
+    return -EINVAL;
+  weft_task *t = ms->op.task;
+  deadline = weft__deadline_for(t, deadline);
+  for (;;) {
+    if (ms->count) {
+      struct ms_cqe c = ms->q[ms->head];
+      ms->head = (ms->head + 1) % ms->cap;
+      ms->count--;
+      if (res)
+        *res = c.res;
+      if (flags)
+        *flags = c.flags;
+      return 1;
+    }
+    if (ms->lost)
+      return -ENOMEM;
+    if (ms->ended)
+      return 0;
+    if (atomic_load_explicit(&t->cancelled, memory_order_relaxed)) {
+      request_cancel(ms);
+      return -ECANCELED;
+    }
+    int r = wait_cqe(ms, deadline, true);
+    if (r < 0 && !ms->count)
+      return r;
+  }
+}
+
+int weft_uring_multishot_end(weft_uring_multishot *ms)
+{
+  if (!ms)
+    return -EINVAL;
+  request_cancel(ms);
+  /* Wait for the final CQE even if the task is cancelled: the op must be
+   * over before ms is freed. */
+  while (!ms->ended)
+    wait_cqe(ms, WEFT_NO_DEADLINE, false);
+  ms->op.task->pinned_ops--;
+  free(ms->q);
+  free(ms);
+  return 0;
+}

@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Kernel io_uring constants newer than the liburing headers weft may be built
+ * against (Debian 12 ships liburing 2.3). The running kernel is probed before
+ * any of them is relied on.
+ */
+#ifndef WEFT_LIB_URING_COMPAT_H
+#define WEFT_LIB_URING_COMPAT_H
+
+#include <liburing.h>
+
+/* io_uring_register(-1, IORING_REGISTER_SEND_MSG_RING, sqe, 1): send a
+ * msg_ring message without a ring of one's own (kernel 6.13). */
+#ifndef IORING_REGISTER_SEND_MSG_RING
+#define IORING_REGISTER_SEND_MSG_RING 31
+#endif
+
+/* msg_ring: pass sqe->file_index as the target CQE's flags (kernel 6.3). */
+#ifndef IORING_MSG_RING_FLAGS_PASS
+#define IORING_MSG_RING_FLAGS_PASS (1U << 1)
+#endif
+
+#endif

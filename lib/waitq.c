@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The wait-queue primitive every waiting call is built on (events, joins,
+ * sleeps; later mutexes and channels): a waiter is appended to a queue under
+ * the queue's lock, the caller suspends (a task) or blocks on a futex (a
+ * plain thread), and exactly one of {a signal, the deadline, cancellation}
+ * claims the waiter and completes it. See core.h for the claim protocol.
+ */
+#include "core.h"
+#include "futex.h"
+
+#include <errno.h>
+
+void weft__waitq_init(weft__waitq *q)
+{
+  q->lock = (weft__spin)WEFT__SPIN_INIT;
+  q->head = q->tail = NULL;
+}
+
+void weft__waiter_init(weft__waiter *w)
+{
+  w->next = w->prev = NULL;
+  w->q = NULL;
+  /* Known before the waiter is queued: a signaller may pop it right away. */
+  w->task = weft__task_self();
+  atomic_init(&w->state, WEFT__W_WAITING);
+  w->queued = false;
+  w->uncancellable = false;
+  w->result = 0;
+  weft__timer_init(&w->timer, NULL);
+  w->data = 0;
+}
+
+void weft__waitq_append(weft__waitq *q, weft__waiter *w)
+{
+  w->q = q;
+  w->next = NULL;
+  w->prev = q->tail;
+  if (q->tail)
+    q->tail->next = w;
+  else
+    q->head = w;
+  q->tail = w;
+  w->queued = true;
+}
+
+static void unlink_locked(weft__waitq *q, weft__waiter *w)
+{
+  if (w->prev)
+    w->prev->next = w->next;
+  else
+    q->head = w->next;
+  if (w->next)
+    w->next->prev = w->prev;
+  else
+    q->tail = w->prev;
+  w->next = w->prev = NULL;
+  w->queued = false;
+}
+
+weft__waiter *weft__waitq_pop(weft__waitq *q)
+{
+  weft__waiter *w = q->head;
+  if (w)
+    unlink_locked(q, w);
+  return w;
+}
+
+bool weft__waiter_claim(weft__waiter *w)
+{
+  uint32_t expect = WEFT__W_WAITING;
+  return atomic_compare_exchange_strong_explicit(&w->state, &expect, WEFT__W_CLAIMED,
+                                                 memory_order_acq_rel, memory_order_acquire);
+}
+
+/* Takes a claimed waiter off its queue, if a signaller has not already. */
+static void unqueue(weft__waiter *w)
+{
+  weft__waitq *q = w->q;
+  if (!q)
+    return;
+  weft__spin_lock(&q->lock);
+  if (w->queued)
+    unlink_locked(q, w);
+  weft__spin_unlock(&q->lock);
+}
+
+void weft__waiter_complete(weft__waiter *w, int result)
+{
+  w->result = result;
+  weft_task *t = w->task;
+  if (t) {
+    atomic_store_explicit(&w->state, WEFT__W_DONE, memory_order_release);
+    weft__task_wake(t); /* last touch: t may run (and w vanish) right after */
+  } else {
+    atomic_store_explicit(&w->state, WEFT__W_DONE, memory_order_release);
+    weft__futex_wake(&w->state, 1);
+  }
+}
+
+/* Fires on the task's shard when its deadline passes. */
+static void on_deadline(weft__timer *tm)
+{
+  weft__waiter *w = (weft__waiter *)(void *)((char *)tm - offsetof(weft__waiter, timer));
+  if (!weft__waiter_claim(w))
+    return; /* a signal or cancel won; its wake-up is on the way */
+  w->task->armed_timer = NULL;
+  unqueue(w);
+  weft__waiter_complete(w, -ETIMEDOUT);
+}
+
+static int give_up(weft__waiter *w, int result)
+{
+  unqueue(w);
+  w->result = result;
+  atomic_store_explicit(&w->state, WEFT__W_DONE, memory_order_relaxed);
+  return result;
+}
+
+static int wait_thread(weft__waiter *w, int64_t deadline)
+{
+  for (;;) {
+    uint32_t s = atomic_load_explicit(&w->state, memory_order_acquire);
+    if (s == WEFT__W_DONE)
+      return w->result;
+    int r = weft__futex_wait(&w->state, s, s == WEFT__W_WAITING ? deadline : -1);
+    if (r == -ETIMEDOUT && weft__waiter_claim(w))
+      return give_up(w, -ETIMEDOUT);
+  }
+}
+
+int weft__waiter_wait(weft__waiter *w, int64_t deadline)
+{
+  weft_task *t = w->task;
+  if (!t)
+    return wait_thread(w, deadline);
+  /* The task's deadline scope bounds every wait - except the waits that
+   * must not end early (they wait for something that uses their memory). */
+  if (!w->uncancellable && t->deadline >= 0 && (deadline < 0 || t->deadline < deadline))
+    deadline = t->deadline;
+
+  weft__spin_lock(&t->wait_lock);
+  if (!w->uncancellable && atomic_load_explicit(&t->cancelled, memory_order_relaxed)) {
+    weft__spin_unlock(&t->wait_lock);
+    if (weft__waiter_claim(w))
+      return give_up(w, -ECANCELED);
+    /* Someone claimed w already: their wake-up must be consumed below. */
+  } else {
+    if (!w->uncancellable)
+      t->cur_waiter = w;
+    weft__spin_unlock(&t->wait_lock);
+    if (deadline >= 0 && atomic_load_explicit(&w->state, memory_order_relaxed) == WEFT__W_WAITING) {
+      weft__shard *sh = t->shard;
+      int r = 0;
+      if (deadline <= weft__now()) {
+        r = -ETIMEDOUT;
+      } else {
+        w->timer.deadline = deadline;
+        w->timer.fire = on_deadline;
+        r = weft__timer_arm(&sh->timers, &w->timer);
+        if (r == 0) {
+          t->armed_timer = &w->timer;
+          weft__count(&sh->stats.timers_armed, 1);
+        }
+      }
+      if (r < 0 && weft__waiter_claim(w)) {
+        weft__spin_lock(&t->wait_lock);
+        t->cur_waiter = NULL;
+        weft__spin_unlock(&t->wait_lock);
+        return give_up(w, r);
+      }
+    }
+  }
+  weft__task_suspend(t);
+  /* Back on some shard; the deadline timer was disarmed before we ran. */
+  t = w->task;
+  weft__spin_lock(&t->wait_lock);
+  t->cur_waiter = NULL;
+  weft__spin_unlock(&t->wait_lock);
+  return w->result;
+}
+
+void weft__task_cancel_wait(weft_task *t)
+{
+  weft__spin_lock(&t->wait_lock);
+  weft__waiter *w = t->cur_waiter;
+  bool mine = w && weft__waiter_claim(w);
+  weft__spin_unlock(&t->wait_lock);
+  if (!mine)
+    return;
+  unqueue(w);
+  weft__waiter_complete(w, -ECANCELED);
+}

@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fanout: the seed's fanout_fanin. One iteration = 64 requests run one after
+ * another; each request spawns 16 stealable coroutines computing
+ * synthetic_work((req << 32) ^ branch, iters) and joins all 16 in order,
+ * summing the results. Balanced: every branch 2000 iterations. Skewed: branch
+ * req % 16 gets 20000, the others 500. Two shards; the dispatcher is pinned
+ * to shard 0. Reference in the same run: the same work, serially, on one
+ * thread. Printed: parallel and serial time per iteration, the speedup
+ * (serial / parallel; ideal 2.0 balanced, 1.375 skewed) and the checksum,
+ * which must be the same both ways. Run once with stealing and once with
+ * every branch placed round-robin and pinned, to show what stealing buys.
+ */
+#include <weft.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define REQUESTS 64
+#define BRANCHES 16
+
+static uint64_t synthetic_work(uint64_t seed, uint64_t iters)
+{
+  uint64_t x = seed ^ 0x9E3779B97F4A7C15ULL;
+  for (uint64_t i = 0; i < iters; i++) {
+    x = x * 6364136223846793005ULL + (1442695040888963407ULL ^ i);
+    x ^= x >> 29;
+  }
+  return x;
+}
+
+static uint64_t branch_iters(bool skewed, uint64_t req, uint64_t branch)
+{
+  if (!skewed)
+    return 2000;
+  return branch == req % BRANCHES ? 20000 : 500;
+}
+
+struct job {
+  uint64_t seed, iters;
+};
+
+static void *branch_fn(void *arg)
+{
+  struct job *j = arg;
+  return (void *)(uintptr_t)synthetic_work(j->seed, j->iters);
+}
+
+struct shape {
+  bool skewed;
+  bool stealing;
+  int iterations;
+  uint64_t checksum;
+  double ns_per_iter;
+};
+
+static int64_t now_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static uint64_t one_iteration(const struct shape *s)
+{
+  uint64_t sum = 0;
+  struct job jobs[BRANCHES];
+  weft_task *tasks[BRANCHES];
+  for (uint64_t req = 0; req < REQUESTS; req++) {
+    for (uint64_t b = 0; b < BRANCHES; b++) {
+      jobs[b].seed = (req << 32) ^ b;
+      jobs[b].iters = branch_iters(s->skewed, req, b);
+      weft_spawn_opts o;
+      weft_spawn_opts_init(&o);
+      if (!s->stealing)
+        o.placement = WEFT_PLACE_ROUND_ROBIN;
+      if (weft_spawn(&tasks[b], &o, branch_fn, &jobs[b]) < 0) {
+        fprintf(stderr, "fanout: spawn failed\n");
+        exit(1);
+      }
+    }
+    for (int b = 0; b < BRANCHES; b++) {
+      void *r;
+      weft_join(tasks[b], &r);
+      sum += (uint64_t)(uintptr_t)r;
+    }
+  }
+  return sum;
+}
+
+static void *dispatcher(void *arg)
+{
+  struct shape *s = arg;
+  s->checksum = one_iteration(s); /* warm-up: stacks cached on both shards */
+  int64_t t0 = now_ns();
+  for (int i = 0; i < s->iterations; i++)
+    s->checksum = one_iteration(s);
+  s->ns_per_iter = (double)(now_ns() - t0) / s->iterations;
+  return NULL;
+}
+
+static uint64_t serial(bool skewed)
+{
+  uint64_t sum = 0;
+  for (uint64_t req = 0; req < REQUESTS; req++)
+    for (uint64_t b = 0; b < BRANCHES; b++)
+      sum += synthetic_work((req << 32) ^ b, branch_iters(skewed, req, b));
+  return sum;
+}
+
+static double best_serial(bool skewed, int iterations, uint64_t *checksum)
+{
+  double best = 0;
+  for (int round = 0; round < 3; round++) {
+    int64_t t0 = now_ns();
+    for (int i = 0; i < iterations; i++)
+      *checksum = serial(skewed);
+    double ns = (double)(now_ns() - t0) / iterations;
+    if (round == 0 || ns < best)
+      best = ns;
+  }
+  return best;
+}
+
+static int run_shape(bool skewed, bool stealing, int iterations)
+{
+  weft_config cfg;
+  weft_config_init(&cfg);
+  cfg.shards = 2;
+  double best = 0;
+  struct shape s = {.skewed = skewed, .stealing = stealing, .iterations = iterations};
+  for (int round = 0; round < 3; round++) {
+    int r = weft_run(&cfg, dispatcher, &s, NULL);
+    if (r < 0) {
+      fprintf(stderr, "fanout: weft_run: %s\n", weft_strerror(r));
+      return r == -EPERM || r == -ENOSYS ? 77 : 1;
+    }
+    if (round == 0 || s.ns_per_iter < best)
+      best = s.ns_per_iter;
+  }
+  uint64_t serial_sum = 0;
+  double serial_ns = best_serial(skewed, iterations, &serial_sum);
+  double speedup = serial_ns / best;
+  printf("{\"bench\":\"fanout_%s%s\",\"metric\":\"speedup\",\"value\":%.3f,"
+         "\"ref\":\"serial_ns_per_iter\",\"ref_value\":%.0f,\"ratio\":%.3f,"
+         "\"parallel_ns_per_iter\":%.0f,\"serial_ns_per_iter\":%.0f,\"speedup\":%.3f,"
+         "\"checksum\":\"%016" PRIx64 "\",\"serial_checksum\":\"%016" PRIx64 "\",\"shards\":2}\n",
+         skewed ? "skewed" : "balanced", stealing ? "" : "_nosteal", speedup, serial_ns, speedup,
+         best, serial_ns, speedup, s.checksum, serial_sum);
+  fflush(stdout);
+  return s.checksum == serial_sum ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+  bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+  int iterations = quick ? 20 : 100;
+  int rc = 0;
+  for (int skewed = 0; skewed <= 1; skewed++)
+    for (int stealing = 1; stealing >= 0; stealing--) {
+      int r = run_shape(skewed, stealing, iterations);
+      if (r)
+        rc = r;
+    }
+  return rc;
+}

@@ -1,0 +1,363 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Suite "blocking": weft_blocking / weft_blocking_dl - the job runs on a
+ * pool thread and its result comes back, many jobs from two shards share a
+ * bounded pool, the pool's stats, deadlines and cancellation (a running job
+ * is waited for, a queued one dropped at once), the plain-thread path, bad
+ * arguments and a pool thread that cannot be created. Checks inside
+ * coroutines go through CO_CHECK / CO_EQ (rt_helpers.h).
+ *
+ * Jobs that must still be running (or queued) at some point block on a
+ * "release" flag the test sets only after it has seen what it wanted, so no
+ * result depends on timing.
+ */
+#include "rt_helpers.h"
+
+#include "fault.h"
+
+#include <time.h>
+#include <unistd.h>
+
+static void nap_us(long us)
+{
+  struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000};
+  nanosleep(&ts, NULL);
+}
+
+static weft_runtime *start_pool(int shards, unsigned threads)
+{
+  weft_config c;
+  rt_cfg(&c, shards);
+  c.blocking_threads = threads;
+  return rt_start_cfg(&c);
+}
+
+static weft_task *submit(weft_runtime *rt, void *(*fn)(void *), void *arg)
+{
+  weft_task *t = NULL;
+  cr_assert_eq(weft_runtime_submit(rt, NULL, fn, arg, &t), 0);
+  return t;
+}
+
+static void stats(weft_runtime *rt, weft_stats *s)
+{
+  cr_assert_eq(weft_stats_get(rt, -1, s), 0);
+}
+
+/* ---- a job runs elsewhere and returns its value ---------------------------------- */
+
+typedef struct where {
+  pthread_t caller, runner;
+  int runs;
+} where;
+
+static void *record_thread(void *arg)
+{
+  where *w = arg;
+  w->runner = pthread_self();
+  w->runs++;
+  return (void *)(intptr_t)4242;
+}
+
+static void *call_record(void *arg)
+{
+  where *w = arg;
+  w->caller = pthread_self();
+  void *ret = NULL;
+  CO_EQ(weft_blocking(record_thread, w, &ret), 0);
+  CO_EQ((intptr_t)ret, 4242);
+  /* ret NULL is allowed. */
+  CO_EQ(weft_blocking(record_thread, w, NULL), 0);
+  return NULL;
+}
+
+Test(blocking, runs_fn_on_another_thread_and_returns_its_result, .timeout = 30)
+{
+  where w = {.runs = 0};
+  rt_run(1, call_record, &w);
+  rt_assert_clean();
+  cr_assert_eq(w.runs, 2);
+  cr_assert(!pthread_equal(w.caller, w.runner), "the job ran on the shard thread");
+  cr_assert(!pthread_equal(w.runner, pthread_self()), "the job ran on the test thread");
+}
+
+/* ---- many jobs from two shards share a bounded pool ------------------------------ */
+
+static atomic_int running, max_running, finished_jobs;
+
+static void *counted_job(void *arg)
+{
+  int now = atomic_fetch_add(&running, 1) + 1;
+  for (int m = atomic_load(&max_running); now > m && !atomic_compare_exchange_weak(&max_running, &m, now);)
+    ;
+  nap_us(500);
+  atomic_fetch_sub(&running, 1);
+  atomic_fetch_add(&finished_jobs, 1);
+  return arg;
+}
+
+static void *one_job(void *arg)
+{
+  void *ret = NULL;
+  CO_EQ(weft_blocking(counted_job, arg, &ret), 0);
+  CO_EQ(ret, arg);
+  return NULL;
+}
+
+Test(blocking, two_hundred_jobs_from_two_shards_on_four_threads, .timeout = 60)
+{
+  weft_runtime *rt = start_pool(2, 4);
+  weft_task *t[200];
+  weft_spawn_opts o;
+  weft_spawn_opts_init(&o);
+  o.placement = WEFT_PLACE_ROUND_ROBIN; /* half of the callers on each shard */
+  for (int i = 0; i < 200; i++)
+    cr_assert_eq(weft_runtime_submit(rt, &o, one_job, (void *)(intptr_t)(i + 1), &t[i]), 0);
+  for (int i = 0; i < 200; i++)
+    cr_assert_eq(weft_join(t[i], NULL), 0);
+  rt_assert_clean();
+  cr_assert_eq(atomic_load(&finished_jobs), 200);
+  cr_assert_leq(atomic_load(&max_running), 4, "%d jobs ran at once with 4 threads",
+                atomic_load(&max_running));
+  cr_assert_geq(atomic_load(&max_running), 1);
+  weft_stats s;
+  stats(rt, &s);
+  cr_assert_eq(s.pool_jobs, 200);
+  cr_assert_eq(s.pool_queued, 0);
+  cr_assert_leq(s.pool_threads, 4);
+  rt_stop_idle(rt);
+  rt_assert_no_leaks();
+}
+
+/* ---- deadlines ---------------------------------------------------------------------- */
+
+typedef struct slow {
+  int64_t until;          /* runs until weft_now() passes this */
+  atomic_bool started, done;
+  atomic_bool release;    /* for jobs that wait to be released */
+  atomic_bool returned;   /* the caller got its result */
+  int result;
+} slow;
+
+static void *slow_job(void *arg)
+{
+  slow *s = arg;
+  atomic_store(&s->started, true);
+  while (weft_now() < s->until)
+    nap_us(1000);
+  atomic_store(&s->done, true);
+  return (void *)(intptr_t)77;
+}
+
+static void *deadline_running(void *arg)
+{
+  slow *s = arg;
+  int64_t deadline = weft_now() + 10 * WEFT_MSEC;
+  s->until = deadline + 40 * WEFT_MSEC;
+  void *ret = NULL;
+  s->result = weft_blocking_dl(slow_job, s, &ret, deadline);
+  /* It must not come back before the job has finished with its memory. */
+  CO_CHECK(atomic_load(&s->done));
+  CO_CHECK(weft_now() >= s->until);
+  CO_EQ((intptr_t)ret, 77); /* the job ran: its result is stored */
+  return NULL;
+}
+
+Test(blocking, deadline_waits_for_the_running_job_then_times_out, .timeout = 30)
+{
+  slow s = {.result = 1};
+  rt_run(1, deadline_running, &s);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+  cr_assert_eq(s.result, -ETIMEDOUT);
+}
+
+static void *blocker_job(void *arg)
+{
+  slow *s = arg;
+  atomic_store(&s->started, true);
+  while (!atomic_load(&s->release))
+    nap_us(200);
+  atomic_store(&s->done, true);
+  return NULL;
+}
+
+static void *occupy(void *arg)
+{
+  CO_EQ(weft_blocking(blocker_job, arg, NULL), 0);
+  return NULL;
+}
+
+static atomic_int marker_runs;
+
+static void *marker_job(void *arg)
+{
+  atomic_fetch_add(&marker_runs, 1);
+  return arg;
+}
+
+static void *queued_with_deadline(void *arg)
+{
+  slow *s = arg;
+  void *ret = (void *)(intptr_t)-5;
+  s->result = weft_blocking_dl(marker_job, (void *)1, &ret, weft_now() + 20 * WEFT_MSEC);
+  atomic_store(&s->returned, true);
+  CO_EQ((intptr_t)ret, -5); /* never ran: *ret untouched */
+  /* The occupying job was never waited for by us. */
+  CO_CHECK(!atomic_load(&s->done));
+  return NULL;
+}
+
+Test(blocking, deadline_drops_a_queued_job_at_once, .timeout = 30)
+{
+  weft_runtime *rt = start_pool(1, 1);
+  slow busy = {.result = 1}, q = {.result = 1};
+  weft_task *a = submit(rt, occupy, &busy);
+  while (!atomic_load(&busy.started))
+    nap_us(100);
+  weft_task *b = submit(rt, queued_with_deadline, &q);
+  cr_assert_eq(weft_join(b, NULL), 0); /* returns while the only thread is still busy */
+  cr_assert(atomic_load(&q.returned));
+  cr_assert_eq(q.result, -ETIMEDOUT);
+  atomic_store(&busy.release, true);
+  cr_assert_eq(weft_join(a, NULL), 0);
+  rt_assert_clean();
+  cr_assert_eq(atomic_load(&marker_runs), 0, "a dropped job ran");
+  weft_stats s;
+  stats(rt, &s);
+  cr_assert_eq(s.pool_jobs, 1);
+  cr_assert_eq(s.pool_queued, 0);
+  rt_stop_idle(rt);
+  rt_assert_no_leaks();
+}
+
+/* ---- cancellation ---------------------------------------------------------------------- */
+
+static void *wait_blocker(void *arg)
+{
+  slow *s = arg;
+  void *ret = (void *)(intptr_t)-5;
+  s->result = weft_blocking(blocker_job, s, &ret);
+  atomic_store(&s->returned, true);
+  CO_CHECK(atomic_load(&s->done)); /* waited for the running job */
+  CO_EQ((intptr_t)ret, 0);         /* blocker_job returns NULL: *ret was set */
+  return NULL;
+}
+
+static void *queued_marker(void *arg)
+{
+  slow *s = arg;
+  void *ret = (void *)(intptr_t)-5;
+  s->result = weft_blocking(marker_job, (void *)1, &ret);
+  atomic_store(&s->returned, true);
+  CO_EQ((intptr_t)ret, -5);
+  return NULL;
+}
+
+Test(blocking, cancel_waits_for_a_running_job_and_drops_a_queued_one, .timeout = 30)
+{
+  weft_runtime *rt = start_pool(1, 1);
+  slow run = {.result = 1}, q = {.result = 1};
+  weft_task *a = submit(rt, wait_blocker, &run);
+  while (!atomic_load(&run.started))
+    nap_us(100);
+  weft_task *b = submit(rt, queued_marker, &q);
+  /* b's job is queued behind a's: cancelling b returns at once. */
+  weft_stats s;
+  for (int i = 0; i < 100000; i++) {
+    stats(rt, &s);
+    if (s.pool_queued == 1)
+      break;
+    nap_us(100);
+  }
+  cr_assert_eq(s.pool_queued, 1);
+  cr_assert_eq(weft_cancel(b), 0);
+  cr_assert_eq(weft_join(b, NULL), -ECANCELED);
+  cr_assert_eq(q.result, -ECANCELED);
+  cr_assert_eq(atomic_load(&marker_runs), 0);
+  /* a's job runs: cancelling a waits for it to finish. */
+  cr_assert_eq(weft_cancel(a), 0);
+  nap_us(20000);
+  cr_assert(!atomic_load(&run.returned), "returned while its job was still running");
+  atomic_store(&run.release, true);
+  cr_assert_eq(weft_join(a, NULL), -ECANCELED);
+  cr_assert_eq(run.result, -ECANCELED);
+  rt_assert_clean();
+  rt_stop_idle(rt);
+  rt_assert_no_leaks();
+}
+
+static void *cancelled_first(void *arg)
+{
+  (void)arg;
+  CO_EQ(weft_cancel(weft_task_self()), 0);
+  CO_EQ(weft_blocking(marker_job, NULL, NULL), -ECANCELED);
+  return NULL;
+}
+
+Test(blocking, a_cancelled_task_does_not_start_a_job, .timeout = 30)
+{
+  rt_run(1, cancelled_first, NULL);
+  rt_assert_clean();
+  cr_assert_eq(atomic_load(&marker_runs), 0);
+}
+
+/* ---- plain threads, bad arguments, no thread ---------------------------------------- */
+
+static void *same_thread(void *arg)
+{
+  *(pthread_t *)arg = pthread_self();
+  return (void *)(intptr_t)9;
+}
+
+Test(blocking, plain_thread_runs_fn_inline, .timeout = 30)
+{
+  pthread_t ran_on;
+  void *ret = NULL;
+  cr_assert_eq(weft_blocking(same_thread, &ran_on, &ret), 0);
+  cr_assert(pthread_equal(ran_on, pthread_self()));
+  cr_assert_eq((intptr_t)ret, 9);
+  /* A deadline does not interrupt an inline call. */
+  cr_assert_eq(weft_blocking_dl(same_thread, &ran_on, &ret, weft_now() - 1), 0);
+}
+
+static void *null_fn(void *arg)
+{
+  (void)arg;
+  CO_EQ(weft_blocking(NULL, NULL, NULL), -EINVAL);
+  CO_EQ(weft_blocking_dl(NULL, NULL, NULL, WEFT_NO_DEADLINE), -EINVAL);
+  return NULL;
+}
+
+Test(blocking, null_fn_is_einval, .timeout = 30)
+{
+  cr_assert_eq(weft_blocking(NULL, NULL, NULL), -EINVAL);
+  rt_run(1, null_fn, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+static void *no_thread(void *arg)
+{
+  (void)arg;
+  weft_stats s;
+  CO_EQ(weft_stats_get(NULL, -1, &s), 0);
+  CO_EQ(s.pool_threads, 0); /* the premise: no pool thread to fall back on */
+  weft__fault_arm(WEFT__FAULT_THREAD, 1);
+  void *ret = (void *)(intptr_t)-5;
+  CO_EQ(weft_blocking(marker_job, (void *)1, &ret), -EAGAIN);
+  CO_EQ((intptr_t)ret, -5);
+  CO_EQ(atomic_load(&marker_runs), 0);
+  /* The next start works. */
+  CO_EQ(weft_blocking(marker_job, (void *)1, &ret), 0);
+  CO_EQ((intptr_t)ret, 1);
+  return NULL;
+}
+
+Test(blocking, thread_creation_failure_is_eagain, .timeout = 30)
+{
+  rt_run(1, no_thread, NULL);
+  weft__fault_arm(WEFT__FAULT_THREAD, 0);
+  rt_assert_clean();
+  cr_assert_eq(atomic_load(&marker_runs), 1);
+}

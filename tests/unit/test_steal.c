@@ -1,0 +1,1212 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Suite "steal": work stealing between the shards of a 2-shard runtime.
+ *
+ * What moves and what does not (placements, steal_started, cfg.steal), that
+ * a moved task sees the shard of the thread it really runs on after every
+ * suspension (the TLS accessor at -O2), the knobs (backoff, locality,
+ * capacity, batch) and their validation, a full stealable queue, that no
+ * task is lost or run twice under heavy concurrent spawning and stealing,
+ * shutdown with tasks still queued, and the steal counters and ratios.
+ *
+ * Which thread is which shard: one pinned task per shard records its
+ * kernel thread id first; every later check compares weft_shard_id() with
+ * that map. The thread id comes from the gettid system call on purpose:
+ * glibc declares pthread_self() __attribute__((const)), so at -O2 the
+ * compiler may reuse a value read before a suspension - on another thread.
+ */
+#include "rt_helpers.h"
+
+#include "core.h"
+
+#include <limits.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define NSHARDS 2
+
+/* ---- helpers ------------------------------------------------------------------------ */
+
+static pid_t tid_now(void)
+{
+  return (pid_t)syscall(SYS_gettid);
+}
+
+static pid_t shard_tid[NSHARDS];
+
+static void *note_tid(void *arg)
+{
+  (void)arg;
+  int s = weft_shard_id();
+  CO_CHECK(s >= 0 && s < NSHARDS);
+  if (s >= 0 && s < NSHARDS)
+    shard_tid[s] = tid_now();
+  return NULL;
+}
+
+/* From a coroutine: learns which thread runs which shard. */
+static void map_threads(void)
+{
+  weft_task *t[NSHARDS];
+  for (int s = 0; s < NSHARDS; s++)
+    CO_EQ(rt_spawn(&t[s], WEFT_PLACE_PINNED, s, note_tid, NULL), 0);
+  for (int s = 0; s < NSHARDS; s++)
+    rt_join_int(t[s]);
+  CO_CHECK(shard_tid[0] != 0 && shard_tid[1] != 0 && shard_tid[0] != shard_tid[1]);
+}
+
+/* The shard whose thread the caller is on, by thread id; -1 if none. */
+static int thread_shard(void)
+{
+  pid_t me = tid_now();
+  for (int s = 0; s < NSHARDS; s++)
+    if (shard_tid[s] == me)
+      return s;
+  return -1;
+}
+
+/* Busy CPU work without suspending. */
+static void burn_us(int us)
+{
+  int64_t end = weft_now() + us * WEFT_USEC;
+  while (weft_now() < end)
+    ;
+}
+
+static void steal_cfg(weft_config *c)
+{
+  rt_cfg(c, NSHARDS);
+}
+
+/* weft_run() with cfg that must succeed. */
+static void run_cfg(const weft_config *c, void *(*fn)(void *), void *arg)
+{
+  int r = weft_run(c, fn, arg, NULL);
+  RT_SKIP_IF_NO_URING(r);
+  cr_assert_eq(r, 0, "weft_run: %s", weft_strerror(r));
+  rt_assert_clean();
+}
+
+/* Stats of the current runtime: [0], [1] per shard, [2] the sum. */
+static void stats_now(weft_stats st[NSHARDS + 1])
+{
+  for (int s = 0; s < NSHARDS; s++)
+    CO_EQ(weft_stats_get(NULL, s, &st[s]), 0);
+  CO_EQ(weft_stats_get(NULL, -1, &st[NSHARDS]), 0);
+}
+
+static weft_task **task_array(int n)
+{
+  weft_task **t = calloc((size_t)n, sizeof(*t));
+  CO_CHECK(t != NULL);
+  return t;
+}
+
+/* ---- stealable work spreads ------------------------------------------------------------ */
+
+#define SPREAD_TASKS 2000
+
+static atomic_int ran_on[NSHARDS];
+static atomic_int wrong_thread; /* weft_shard_id() disagreed with the thread */
+static weft_stats st_end[NSHARDS + 1];
+
+/* The machine is shared and noisy: a woken shard may not get a CPU before
+ * the other has run everything, or a preempted shard 0 may find that shard
+ * 1 took it all. With the gate on, the first task that runs on a shard
+ * keeps that shard busy until the other one has run a task too (at most
+ * 5 s), so "both shards ran some" does not hang on the scheduler's timing. */
+static atomic_bool gate_on, gate_taken[NSHARDS];
+
+static void gate_for_other(int shard)
+{
+  if (!atomic_load(&gate_on) || atomic_exchange(&gate_taken[shard], true))
+    return;
+  int64_t give_up = weft_now() + 5000 * WEFT_MSEC;
+  while (atomic_load(&ran_on[shard ^ 1]) == 0 && weft_now() < give_up)
+    ;
+}
+
+static void *spread_task(void *arg)
+{
+  int i = (int)(intptr_t)arg;
+  int s = weft_shard_id();
+  CO_CHECK(s >= 0 && s < NSHARDS);
+  if (s < 0 || s >= NSHARDS)
+    return NULL;
+  if (thread_shard() != s)
+    atomic_fetch_add(&wrong_thread, 1);
+  atomic_fetch_add(&ran_on[s], 1);
+  gate_for_other(s);
+  burn_us(20 + i % 31);
+  return (void *)(intptr_t)(i + 1);
+}
+
+static void *spread_main(void *arg)
+{
+  (void)arg;
+  atomic_store(&gate_on, true);
+  map_threads();
+  weft_task **t = task_array(SPREAD_TASKS);
+  if (!t)
+    return NULL;
+  for (int i = 0; i < SPREAD_TASKS; i++)
+    CO_EQ(rt_spawn(&t[i], WEFT_PLACE_STEALABLE, -1, spread_task, (void *)(intptr_t)i), 0);
+  for (int i = 0; i < SPREAD_TASKS; i++)
+    CO_EQ(rt_join_int(t[i]), i + 1);
+  free(t);
+  stats_now(st_end);
+  return NULL;
+}
+
+Test(steal, stealable_work_from_one_shard_runs_on_both, .timeout = 60)
+{
+  weft_config c;
+  steal_cfg(&c);
+  run_cfg(&c, spread_main, NULL);
+  int r0 = atomic_load(&ran_on[0]), r1 = atomic_load(&ran_on[1]);
+  cr_assert_eq(r0 + r1, SPREAD_TASKS);
+  cr_assert_gt(r0, 0, "shard 0 ran none of its own tasks");
+  cr_assert_gt(r1, 0, "shard 1 stole nothing (ran %d on shard 0)", r0);
+  cr_assert_eq(atomic_load(&wrong_thread), 0);
+  cr_assert_gt(st_end[NSHARDS].steal_success, 0);
+  /* Every task was queued on shard 0 and never yields: each one that ran
+   * on shard 1 was stolen exactly once, each one on shard 0 was popped from
+   * shard 0's own stealable queue; nothing went the other way. */
+  cr_assert_eq(st_end[1].steal_success, (uint64_t)r1);
+  cr_assert_eq(st_end[0].steal_success, 0);
+  cr_assert_eq(st_end[0].steal_local_hits, (uint64_t)r0);
+  cr_assert_eq(st_end[1].steal_local_hits, 0);
+  cr_assert_eq(st_end[NSHARDS].steal_backpressure, 0);
+  cr_assert_geq(st_end[1].steal_scans, 1);
+}
+
+/* ---- a sleeping thief is woken when a queue piles up --------------------------------------- */
+
+#define PILE_TASKS 100
+
+static uint64_t wakes_before, wakes_after;
+
+static void *pile_main(void *arg)
+{
+  (void)arg;
+  map_threads();
+  weft_runtime *rt = weft_runtime_current();
+  weft__shard *thief = &rt->shards[1];
+  weft_task **t = task_array(PILE_TASKS);
+  if (!t)
+    return NULL;
+  /* Two tasks: a queue of 2 is not longer than the migration cost plus
+   * the margin (1 + 1), so shard 1 cannot take from it and sleeps. We keep
+   * shard 0 busy (no yield) until shard 1 is asleep. */
+  for (int i = 0; i < 2; i++)
+    CO_EQ(rt_spawn(&t[i], WEFT_PLACE_STEALABLE, -1, spread_task, (void *)(intptr_t)i), 0);
+  int64_t give_up = weft_now() + 5000 * WEFT_MSEC;
+  while (weft_now() < give_up) {
+    if (atomic_load(&thief->parked)) {
+      /* Parked: let it settle into the kernel wait. */
+      burn_us(2000);
+      if (atomic_load(&thief->parked))
+        break;
+    }
+  }
+  CO_CHECK(atomic_load(&thief->parked));
+  weft_stats st;
+  CO_EQ(weft_stats_get(NULL, 0, &st), 0);
+  wakes_before = st.steal_wakes;
+  atomic_store(&gate_on, true);
+  /* Now the queue grows to 100 stealable tasks of 20-50 us each, while
+   * shard 1 sleeps: runtime.h says shard 0 wakes a sleeping shard. */
+  for (int i = 2; i < PILE_TASKS; i++)
+    CO_EQ(rt_spawn(&t[i], WEFT_PLACE_STEALABLE, -1, spread_task, (void *)(intptr_t)i), 0);
+  CO_EQ(weft_stats_get(NULL, 0, &st), 0);
+  wakes_after = st.steal_wakes;
+  for (int i = 0; i < PILE_TASKS; i++)
+    CO_EQ(rt_join_int(t[i]), i + 1);
+  free(t);
+  stats_now(st_end);
+  return NULL;
+}
+
+Test(steal, sleeping_shard_is_woken_when_a_queue_piles_up, .timeout = 60)
+{
+  weft_config c;
+  steal_cfg(&c);
+  run_cfg(&c, pile_main, NULL);
+  int r0 = atomic_load(&ran_on[0]), r1 = atomic_load(&ran_on[1]);
+  cr_assert_eq(r0 + r1, PILE_TASKS);
+  cr_assert_eq(atomic_load(&wrong_thread), 0);
+  cr_assert_gt(wakes_after, wakes_before,
+               "98 stealable tasks were queued on shard 0 while shard 1 slept, and no "
+               "thief was woken (steal_wakes %llu -> %llu)",
+               (unsigned long long)wakes_before, (unsigned long long)wakes_after);
+  cr_assert_gt(r1, 0, "shard 1 slept through a queue of %d tasks (all ran on shard 0)",
+               PILE_TASKS);
+}
+
+/* Shard 0 queues stealable work and keeps computing without a yield: the
+ * sleeping shard 1 must be woken (and steal) meanwhile, not only when the
+ * producer switches out - that is the case stealing is for. */
+static atomic_bool producer_saw_steal;
+
+static void *busy_producer_main(void *arg)
+{
+  (void)arg;
+  map_threads();
+  weft_runtime *rt = weft_runtime_current();
+  weft__shard *thief = &rt->shards[1];
+  weft_task **t = task_array(PILE_TASKS);
+  if (!t)
+    return NULL;
+  /* Shard 1 is idle: wait (busy, bounded) until it sleeps. */
+  int64_t give_up = weft_now() + 5000 * WEFT_MSEC;
+  while (!atomic_load(&thief->parked) && weft_now() < give_up)
+    ;
+  burn_us(2000);
+  CO_CHECK(atomic_load(&thief->parked));
+  for (int i = 0; i < PILE_TASKS; i++)
+    CO_EQ(rt_spawn(&t[i], WEFT_PLACE_STEALABLE, -1, spread_task, (void *)(intptr_t)i), 0);
+  /* Compute (no yield) until shard 1 has run one of them, at most 2 s. */
+  give_up = weft_now() + 2000 * WEFT_MSEC;
+  while (atomic_load(&ran_on[1]) == 0 && weft_now() < give_up)
+    ;
+  atomic_store(&producer_saw_steal, atomic_load(&ran_on[1]) > 0);
+  for (int i = 0; i < PILE_TASKS; i++)
+    CO_EQ(rt_join_int(t[i]), i + 1);
+  free(t);
+  return NULL;
+}
+
+Test(steal, sleeping_shard_steals_while_the_producer_computes, .timeout = 60)
+{
+  weft_config c;
+  steal_cfg(&c);
+  run_cfg(&c, busy_producer_main, NULL);
+  cr_assert_eq(atomic_load(&ran_on[0]) + atomic_load(&ran_on[1]), PILE_TASKS);
+  cr_assert(atomic_load(&producer_saw_steal),
+            "shard 1 slept for 2 s next to a queue of %d stealable tasks, until the task "
+            "that queued them switched out", PILE_TASKS);
+}
+
+/* ---- fixed placements never move ------------------------------------------------------------- */
+
+#define FIXED_YIELDS 1000
+#define FLOOD_TASKS 300
+#define FLOOD_YIELDS 30
+
+static atomic_int fixed_moved;    /* steps on another shard than the first */
+static atomic_int fixed_steps;
+static atomic_int flood_moves;    /* stealable tasks seen on a new shard after a yield */
+
+static void *fixed_task(void *arg)
+{
+  (void)arg;
+  int home = weft_shard_id();
+  CO_CHECK(home >= 0 && home < NSHARDS);
+  CO_EQ(thread_shard(), home);
+  for (int i = 0; i < FIXED_YIELDS; i++) {
+    burn_us(2);
+    /* Every 50 steps a short sleep leaves this shard idle, so it steals
+     * flood tasks and runs them next to us. */
+    CO_EQ(i % 50 == 49 ? weft_sleep(100 * WEFT_USEC) : weft_yield(), 0);
+    int s = weft_shard_id();
+    if (s != home || thread_shard() != home)
+      atomic_fetch_add(&fixed_moved, 1);
+    atomic_fetch_add(&fixed_steps, 1);
+  }
+  return (void *)(intptr_t)home;
+}
+
+static void *flood_task(void *arg)
+{
+  (void)arg;
+  int s = weft_shard_id();
+  int64_t give_up = weft_now() + 5000 * WEFT_MSEC;
+  for (int i = 0; i < FLOOD_YIELDS || (atomic_load(&flood_moves) == 0 && weft_now() < give_up);
+       i++) {
+    burn_us(5);
+    CO_EQ(weft_yield(), 0);
+    int now = weft_shard_id();
+    if (thread_shard() != now)
+      atomic_fetch_add(&wrong_thread, 1);
+    if (now != s)
+      atomic_fetch_add(&flood_moves, 1);
+    s = now;
+  }
+  return NULL;
+}
+
+static void *fixed_main(void *arg)
+{
+  (void)arg;
+  map_threads();
+  weft_task *flood[FLOOD_TASKS], *fixed[6];
+  for (int i = 0; i < FLOOD_TASKS; i++)
+    CO_EQ(rt_spawn(&flood[i], WEFT_PLACE_STEALABLE_PREFERRED, 0, flood_task, NULL), 0);
+  weft_spawn_opts o;
+  for (int i = 0; i < 6; i++) {
+    weft_spawn_opts_init(&o);
+    switch (i) {
+    case 0: o.placement = WEFT_PLACE_PINNED, o.shard = 0; break;
+    case 1: o.placement = WEFT_PLACE_PINNED, o.shard = 1; break;
+    case 2:
+    case 3: o.placement = WEFT_PLACE_ROUND_ROBIN; break;
+    default: o.placement = WEFT_PLACE_STICKY, o.key = (uint64_t)i * 0x9e3779b97f4a7c15ULL; break;
+    }
+    CO_EQ(weft_spawn(&fixed[i], &o, fixed_task, NULL), 0);
+  }
+  intptr_t home0 = rt_join_int(fixed[0]), home1 = rt_join_int(fixed[1]);
+  CO_EQ(home0, 0);
+  CO_EQ(home1, 1);
+  for (int i = 2; i < 6; i++)
+    rt_join_int(fixed[i]);
+  for (int i = 0; i < FLOOD_TASKS; i++)
+    rt_join_int(flood[i]);
+  stats_now(st_end);
+  return NULL;
+}
+
+Test(steal, pinned_round_robin_and_sticky_tasks_never_move, .timeout = 60)
+{
+  weft_config c;
+  steal_cfg(&c);
+  run_cfg(&c, fixed_main, NULL);
+  cr_assert_eq(atomic_load(&fixed_steps), 6 * FIXED_YIELDS);
+  cr_assert_eq(atomic_load(&fixed_moved), 0, "%d steps of fixed tasks ran on another shard",
+               atomic_load(&fixed_moved));
+  cr_assert_eq(atomic_load(&wrong_thread), 0);
+  /* Preconditions: stealing really went on around them. */
+  cr_assert_gt(st_end[NSHARDS].steal_success, 0);
+  cr_assert_gt(atomic_load(&flood_moves), 0, "no stealable task migrated after a yield");
+}
+
+/* ---- started tasks migrate across yields ------------------------------------------------------ */
+
+#define MOVERS 8
+#define MOVER_MIN_YIELDS 500
+
+static atomic_int yield_moves, resumes, movers_started;
+static atomic_int both_shards; /* tasks that ran on both shards */
+static atomic_bool hog_running;
+
+/* Pinned on shard 1: keeps it busy (no yield, so it cannot steal) until
+ * every mover has started on shard 0, so that what shard 1 takes
+ * afterwards can only be tasks that already ran. Bounded by 10 s. */
+static void *hog(void *arg)
+{
+  (void)arg;
+  atomic_store(&hog_running, true);
+  int64_t give_up = weft_now() + 10000 * WEFT_MSEC;
+  while (atomic_load(&movers_started) < MOVERS && weft_now() < give_up)
+    ;
+  return NULL;
+}
+
+static void *mover(void *arg)
+{
+  int i = (int)(intptr_t)arg;
+  int s = weft_shard_id();
+  bool seen[NSHARDS] = {false};
+  CO_EQ(s, 0);
+  CO_EQ(thread_shard(), 0);
+  if (s < 0 || s >= NSHARDS)
+    return NULL;
+  seen[s] = true;
+  atomic_fetch_add(&movers_started, 1);
+  /* Yield until some task has been seen to move (at least MIN times each,
+   * for at most 5 s); every 64th suspension is a short sleep instead. */
+  int64_t give_up = weft_now() + 5000 * WEFT_MSEC;
+  for (int y = 1; y < MOVER_MIN_YIELDS || weft_now() < give_up; y++) {
+    burn_us(1 + (i + y) % 3);
+    CO_EQ(y % 64 ? weft_yield() : weft_sleep(20 * WEFT_USEC), 0);
+    int now = weft_shard_id();
+    atomic_fetch_add(&resumes, 1);
+    if (now < 0 || now >= NSHARDS || thread_shard() != now) {
+      atomic_fetch_add(&wrong_thread, 1);
+      continue;
+    }
+    if (now != s && y % 64)
+      atomic_fetch_add(&yield_moves, 1);
+    seen[now] = true;
+    s = now;
+    if (y >= MOVER_MIN_YIELDS && atomic_load(&yield_moves) > 0)
+      break;
+  }
+  if (seen[0] && seen[1])
+    atomic_fetch_add(&both_shards, 1);
+  return NULL;
+}
+
+static void *mover_main(void *arg)
+{
+  (void)arg;
+  map_threads();
+  weft_task *h, *t[MOVERS];
+  CO_EQ(rt_spawn(&h, WEFT_PLACE_PINNED, 1, hog, NULL), 0);
+  CO_CHECK(RT_POLL(atomic_load(&hog_running)));
+  for (int i = 0; i < MOVERS; i++)
+    CO_EQ(rt_spawn(&t[i], WEFT_PLACE_STEALABLE, -1, mover, (void *)(intptr_t)i), 0);
+  for (int i = 0; i < MOVERS; i++)
+    rt_join_int(t[i]);
+  rt_join_int(h);
+  return NULL;
+}
+
+Test(steal, started_tasks_migrate_and_see_the_shard_they_run_on, .timeout = 60)
+{
+  weft_config c;
+  steal_cfg(&c);
+  run_cfg(&c, mover_main, NULL);
+  cr_assert_eq(atomic_load(&movers_started), MOVERS);
+  cr_assert_geq(atomic_load(&resumes), MOVERS * (MOVER_MIN_YIELDS - 1));
+  cr_assert_eq(atomic_load(&wrong_thread), 0,
+               "%d resumes: weft_shard_id() named another shard than the thread's",
+               atomic_load(&wrong_thread));
+  cr_assert_gt(atomic_load(&yield_moves), 0, "no task changed shard across a yield");
+  cr_assert_gt(atomic_load(&both_shards), 0, "no task ran on both shards");
+}
+
+/* ---- steal_started = false ------------------------------------------------------------------- */
+
+#define UNSTARTED_TASKS 200
+
+static atomic_int started_moved, first_runs;
+
+static void *settled_task(void *arg)
+{
+  int i = (int)(intptr_t)arg;
+  int home = weft_shard_id();
+  if (home < 0 || home >= NSHARDS || thread_shard() != home) {
+    atomic_fetch_add(&wrong_thread, 1);
+    return NULL;
+  }
+  atomic_fetch_add(&first_runs, 1);
+  atomic_fetch_add(&ran_on[home], 1);
+  gate_for_other(home);
+  burn_us(20 + i % 17);
+  for (int y = 0; y < 20; y++) {
+    CO_EQ(y % 5 == 4 ? weft_sleep(50 * WEFT_USEC) : weft_yield(), 0);
+    burn_us(2);
+    if (weft_shard_id() != home || thread_shard() != home)
+      atomic_fetch_add(&started_moved, 1);
+  }
+  return NULL;
+}
+
+static void *settled_main(void *arg)
+{
+  (void)arg;
+  atomic_store(&gate_on, true);
+  map_threads();
+  weft_task **t = task_array(UNSTARTED_TASKS);
+  if (!t)
+    return NULL;
+  for (int i = 0; i < UNSTARTED_TASKS; i++)
+    CO_EQ(rt_spawn(&t[i], WEFT_PLACE_STEALABLE, -1, settled_task, (void *)(intptr_t)i), 0);
+  for (int i = 0; i < UNSTARTED_TASKS; i++)
+    rt_join_int(t[i]);
+  free(t);
+  stats_now(st_end);
+  return NULL;
+}
+
+Test(steal, steal_started_off_moves_only_unstarted_tasks, .timeout = 60)
+{
+  weft_config c;
+  steal_cfg(&c);
+  c.steal_started = false;
+  run_cfg(&c, settled_main, NULL);
+  cr_assert_eq(atomic_load(&first_runs), UNSTARTED_TASKS);
+  cr_assert_eq(atomic_load(&wrong_thread), 0);
+  cr_assert_eq(atomic_load(&started_moved), 0, "%d steps ran away from the first shard",
+               atomic_load(&started_moved));
+  /* Each task left shard 0's stealable queue exactly once (taken by shard 0
+   * or stolen by shard 1) and never entered one again. */
+  cr_assert_eq(st_end[1].steal_success, (uint64_t)atomic_load(&ran_on[1]));
+  cr_assert_eq(st_end[NSHARDS].steal_local_hits + st_end[NSHARDS].steal_success,
+               UNSTARTED_TASKS);
+  cr_assert_gt(st_end[NSHARDS].steal_success, 0, "no unstarted task was stolen");
+}
+
+/* ---- cfg.steal = false -------------------------------------------------------------------------- */
+
+#define NOSTEAL_TASKS 300
+#define NOSTEAL_PREF 50
+
+static atomic_int off_home; /* steps away from the shard the task was placed on */
+
+static void *placed_task(void *arg)
+{
+  int want = (int)(intptr_t)arg;
+  for (int y = 0; y < 10; y++) {
+    if (weft_shard_id() != want || thread_shard() != want)
+      atomic_fetch_add(&off_home, 1);
+    burn_us(5);
+    CO_EQ(y == 5 ? weft_sleep(50 * WEFT_USEC) : weft_yield(), 0);
+  }
+  if (weft_shard_id() != want)
+    atomic_fetch_add(&off_home, 1);
+  atomic_fetch_add(&ran_on[want], 1);
+  return NULL;
+}
+
+static void *nosteal_main(void *arg)
+{
+  (void)arg;
+  map_threads();
+  weft_task **t = task_array(NOSTEAL_TASKS + NOSTEAL_PREF);
+  if (!t)
+    return NULL;
+  for (int i = 0; i < NOSTEAL_TASKS; i++)
+    CO_EQ(rt_spawn(&t[i], WEFT_PLACE_STEALABLE, -1, placed_task, (void *)(intptr_t)0), 0);
+  /* Preferred placement still starts where asked. */
+  for (int i = NOSTEAL_TASKS; i < NOSTEAL_TASKS + NOSTEAL_PREF; i++)
+    CO_EQ(rt_spawn(&t[i], WEFT_PLACE_STEALABLE_PREFERRED, 1, placed_task, (void *)(intptr_t)1),
+          0);
+  for (int i = 0; i < NOSTEAL_TASKS + NOSTEAL_PREF; i++)
+    rt_join_int(t[i]);
+  free(t);
+  stats_now(st_end);
+  return NULL;
+}
+
+Test(steal, steal_off_steals_nothing, .timeout = 60)
+{
+  weft_config c;
+  steal_cfg(&c);
+  c.steal = false;
+  run_cfg(&c, nosteal_main, NULL);
+  cr_assert_eq(atomic_load(&ran_on[0]), NOSTEAL_TASKS);
+  cr_assert_eq(atomic_load(&ran_on[1]), NOSTEAL_PREF);
+  cr_assert_eq(atomic_load(&off_home), 0);
+  const weft_stats *s = &st_end[NSHARDS];
+  cr_assert_eq(s->steal_success, 0);
+  cr_assert_eq(s->steal_attempts, 0);
+  cr_assert_eq(s->steal_scans, 0);
+  cr_assert_eq(s->steal_skipped_backoff, 0);
+  cr_assert_eq(s->steal_skipped_locality, 0);
+}
+
+Test(steal, steal_off_wakes_no_thief, .timeout = 60)
+{
+  /* With stealing off no shard can take another's work, so waking a
+   * sleeping shard for a piling-up stealable queue only costs a message
+   * and a wake-up that finds nothing to do. */
+  weft_config c;
+  steal_cfg(&c);
+  c.steal = false;
+  run_cfg(&c, nosteal_main, NULL);
+  cr_assert_eq(atomic_load(&ran_on[0]), NOSTEAL_TASKS);
+  cr_assert_eq(st_end[NSHARDS].steal_wakes, 0, "%llu sleeping shards woken to steal",
+               (unsigned long long)st_end[NSHARDS].steal_wakes);
+}
+
+static void *single_main(void *arg)
+{
+  (void)arg;
+  weft_task **t = task_array(NOSTEAL_TASKS);
+  if (!t)
+    return NULL;
+  for (int i = 0; i < NOSTEAL_TASKS; i++)
+    CO_EQ(rt_spawn(&t[i], WEFT_PLACE_STEALABLE, -1, spread_task, (void *)(intptr_t)i), 0);
+  for (int i = 0; i < NOSTEAL_TASKS; i++)
+    CO_EQ(rt_join_int(t[i]), i + 1);
+  free(t);
+  CO_EQ(weft_stats_get(NULL, -1, &st_end[0]), 0);
+  return NULL;
+}
+
+Test(steal, one_shard_never_probes, .timeout = 60)
+{
+  weft_config c;
+  rt_cfg(&c, 1);
+  run_cfg(&c, single_main, NULL);
+  cr_assert_eq(atomic_load(&ran_on[0]), NOSTEAL_TASKS);
+  cr_assert_eq(st_end[0].steal_attempts, 0);
+  cr_assert_eq(st_end[0].steal_success, 0);
+  cr_assert_eq(st_end[0].steal_wakes, 0);
+  cr_assert_eq(st_end[0].steal_backpressure, 0);
+}
+
+/* ---- knobs: backoff and locality ------------------------------------------------------------------ */
+
+Test(steal, huge_backoff_skips_rounds_and_still_steals_new_work, .timeout = 60)
+{
+  weft_config c;
+  steal_cfg(&c);
+  c.steal_backoff_min = 1u << 20;
+  c.steal_backoff_max = 1u << 20;
+  weft_runtime *rt = rt_start_cfg(&c);
+  /* Idle: every shard fails a round, then cools down while it spins. */
+  weft_stats s[NSHARDS];
+  for (int i = 0; i < NSHARDS; i++) {
+    for (int k = 0; k < 10000; k++) {
+      cr_assert_eq(weft_stats_get(rt, i, &s[i]), 0);
+      if (s[i].steal_skipped_backoff > 0)
+        break;
+      weft_sleep(WEFT_MSEC);
+    }
+    cr_assert_gt(s[i].steal_skipped_backoff, 0, "shard %d skipped no round", i);
+    /* One probing round per wake-up (park resets the cooldown), each
+     * round probing the single other shard twice (steal_probes 2). */
+    cr_assert_leq(s[i].steal_attempts, 2 * (s[i].parks + 1),
+                  "shard %d: %llu probes over %llu parks", i,
+                  (unsigned long long)s[i].steal_attempts, (unsigned long long)s[i].parks);
+    cr_assert_eq(s[i].steal_success, 0);
+  }
+  /* New work resets the cooldown: a flood on shard 0 is still shared. */
+  weft_spawn_opts o;
+  weft_spawn_opts_init(&o);
+  o.placement = WEFT_PLACE_PINNED;
+  o.shard = 0;
+  weft_task *t;
+  cr_assert_eq(weft_runtime_submit(rt, &o, spread_main, NULL, &t), 0);
+  cr_assert_eq(weft_join(t, NULL), 0);
+  rt_assert_clean();
+  cr_assert_eq(atomic_load(&ran_on[0]) + atomic_load(&ran_on[1]), SPREAD_TASKS);
+  cr_assert_gt(atomic_load(&ran_on[1]), 0, "shard 1 never stole after its cooldown");
+  rt_stop_idle(rt);
+}
+
+#define LOCAL_TASKS 8
+
+static atomic_bool poke_stop, poke_started;
+
+/* Pinned on shard 1: sleeps in short naps, so shard 1 keeps waking up idle
+ * and running stealing rounds (it is not woken for a queue it may not take
+ * from). Bounded by 10 s. */
+static void *poker(void *arg)
+{
+  (void)arg;
+  atomic_store(&poke_started, true);
+  int64_t give_up = weft_now() + 10000 * WEFT_MSEC;
+  while (!atomic_load(&poke_stop) && weft_now() < give_up)
+    CO_EQ(weft_sleep(100 * WEFT_USEC), 0);
+  return NULL;
+}
+
+static void *locality_main(void *arg)
+{
+  (void)arg;
+  map_threads();
+  weft_task *p, *t[LOCAL_TASKS];
+  CO_EQ(rt_spawn(&p, WEFT_PLACE_PINNED, 1, poker, NULL), 0);
+  /* (Waiting here also lets shard 0 send the wake-up for the poker: it
+   * goes out when the running task switches out.) */
+  CO_CHECK(RT_POLL(atomic_load(&poke_started)));
+  for (int i = 0; i < LOCAL_TASKS; i++)
+    CO_EQ(rt_spawn(&t[i], WEFT_PLACE_STEALABLE, -1, spread_task, (void *)(intptr_t)i), 0);
+  /* Keep shard 0 busy (no yield) with its queue of 8 until shard 1 has
+   * looked at it and left it alone (bounded by 5 s). */
+  weft_stats st;
+  int64_t give_up = weft_now() + 5000 * WEFT_MSEC;
+  do {
+    CO_EQ(weft_stats_get(NULL, 1, &st), 0);
+  } while (st.steal_skipped_locality == 0 && weft_now() < give_up);
+  atomic_store(&poke_stop, true);
+  for (int i = 0; i < LOCAL_TASKS; i++)
+    CO_EQ(rt_join_int(t[i]), i + 1);
+  rt_join_int(p);
+  stats_now(st_end);
+  return NULL;
+}
+
+Test(steal, locality_margin_keeps_short_queues_home, .timeout = 60)
+{
+  weft_config c;
+  steal_cfg(&c);
+  c.steal_locality_margin = 1000;
+  run_cfg(&c, locality_main, NULL);
+  cr_assert_gt(st_end[1].steal_skipped_locality, 0, "shard 1 never looked at shard 0's queue");
+  cr_assert_eq(st_end[NSHARDS].steal_success, 0);
+  cr_assert_eq(atomic_load(&ran_on[0]), LOCAL_TASKS);
+  cr_assert_eq(atomic_load(&ran_on[1]), 0);
+}
+
+#define NEVER_TASKS 200
+
+static void *never_main(void *arg)
+{
+  (void)arg;
+  map_threads();
+  weft_task **t = task_array(NEVER_TASKS);
+  if (!t)
+    return NULL;
+  for (int i = 0; i < NEVER_TASKS; i++)
+    CO_EQ(rt_spawn(&t[i], WEFT_PLACE_STEALABLE, -1, spread_task, (void *)(intptr_t)i), 0);
+  for (int i = 0; i < NEVER_TASKS; i++)
+    CO_EQ(rt_join_int(t[i]), i + 1);
+  free(t);
+  stats_now(st_end);
+  return NULL;
+}
+
+Test(steal, largest_locality_margin_means_never_steal, .timeout = 60)
+{
+  /* A queue is taken from only when it is longer than cost + margin; no
+   * queue is longer than UINT_MAX + 1 tasks. */
+  weft_config c;
+  steal_cfg(&c);
+  c.steal_locality_margin = UINT_MAX;
+  run_cfg(&c, never_main, NULL);
+  cr_assert_eq(atomic_load(&ran_on[0]) + atomic_load(&ran_on[1]), NEVER_TASKS);
+  cr_assert_eq(st_end[NSHARDS].steal_success, 0,
+               "margin UINT_MAX: %llu tasks stolen from a queue of at most %d",
+               (unsigned long long)st_end[NSHARDS].steal_success, NEVER_TASKS);
+  cr_assert_eq(atomic_load(&ran_on[1]), 0);
+}
+
+static void *noop(void *arg)
+{
+  return arg;
+}
+
+Test(steal, idle_shards_sleep_whatever_the_locality_margin, .timeout = 60)
+{
+  /* An idle runtime's shards sleep in the kernel (runtime.h: spin_ns, then
+   * sleep). A shard's sleeps are counted when they end, so each shard is
+   * handed a no-op now and then until it has been woken from a sleep. */
+  static const unsigned margins[] = {1, 1000, UINT_MAX - 1, UINT_MAX};
+  for (size_t m = 0; m < sizeof(margins) / sizeof(margins[0]); m++) {
+    weft_config c;
+    steal_cfg(&c);
+    c.steal_locality_margin = margins[m];
+    weft_runtime *rt = rt_start_cfg(&c);
+    for (int s = 0; s < NSHARDS; s++) {
+      weft_stats st = {0};
+      weft_spawn_opts o;
+      weft_spawn_opts_init(&o);
+      o.placement = WEFT_PLACE_PINNED;
+      o.shard = s;
+      for (int i = 0; i < 200; i++) {
+        cr_assert_eq(weft_stats_get(rt, s, &st), 0);
+        if (st.parks > 0)
+          break;
+        weft_sleep(10 * WEFT_MSEC);
+        weft_task *t;
+        cr_assert_eq(weft_runtime_submit(rt, &o, noop, NULL, &t), 0);
+        cr_assert_eq(weft_join(t, NULL), 0);
+      }
+      cr_assert_gt(st.parks, 0, "margin %u: idle shard %d never slept (%llu steal probes)",
+                   margins[m], s, (unsigned long long)st.steal_attempts);
+    }
+    rt_stop_idle(rt);
+  }
+}
+
+Test(steal, stop_does_not_wait_out_a_spinning_shard, .timeout = 30)
+{
+  /* spin_ns bounds how long an idle shard polls for work; a stop is not
+   * work it is looking for, but it must still end the loop (runtime.h:
+   * the stop waits for the tasks, not for the polling). */
+  weft_config c;
+  steal_cfg(&c);
+  c.spin_ns = 600 * 1000 * WEFT_MSEC;
+  weft_runtime *rt = rt_start_cfg(&c);
+  for (int s = 0; s < NSHARDS; s++) {
+    weft_spawn_opts o;
+    weft_spawn_opts_init(&o);
+    o.placement = WEFT_PLACE_PINNED;
+    o.shard = s;
+    weft_task *t;
+    cr_assert_eq(weft_runtime_submit(rt, &o, noop, NULL, &t), 0);
+    cr_assert_eq(weft_join(t, NULL), 0);
+  }
+  /* Both shards now poll for up to 10 minutes; .timeout is 30 s. */
+  rt_stop_idle(rt);
+}
+
+Test(steal, spin_ns_int64_max_polls_forever, .timeout = 30)
+{
+  /* spin_ns is how long an idle shard polls (and steals) before it sleeps;
+   * the largest value means it never sleeps. */
+  weft_config c;
+  steal_cfg(&c);
+  c.spin_ns = INT64_MAX;
+  weft_runtime *rt = rt_start_cfg(&c);
+  for (int i = 0; i < 10; i++) {
+    weft_sleep(2 * WEFT_MSEC);
+    for (int s = 0; s < NSHARDS; s++) {
+      weft_spawn_opts o;
+      weft_spawn_opts_init(&o);
+      o.placement = WEFT_PLACE_PINNED;
+      o.shard = s;
+      weft_task *t;
+      cr_assert_eq(weft_runtime_submit(rt, &o, noop, NULL, &t), 0);
+      cr_assert_eq(weft_join(t, NULL), 0);
+    }
+  }
+  weft_stats st;
+  cr_assert_eq(weft_stats_get(rt, -1, &st), 0);
+  cr_assert_eq(st.parks, 0, "spin_ns INT64_MAX: idle shards slept %llu times",
+               (unsigned long long)st.parks);
+  rt_stop_idle(rt);
+}
+
+/* 4 shards, steal_stride 2: shard 0's cursor must still reach shard 2. */
+static atomic_int ran_on4[4];
+static atomic_bool hogs_stop;
+
+static void *task4(void *arg)
+{
+  (void)arg;
+  int s = weft_shard_id();
+  CO_CHECK(s >= 0 && s < 4);
+  if (s >= 0 && s < 4)
+    atomic_fetch_add(&ran_on4[s], 1);
+  /* Long enough that shard 0 gets the CPU (4 shards share 2 cores here and
+   * two of them spin) while shard 2 still has a queue. */
+  burn_us(1000);
+  return NULL;
+}
+
+static void *hog4(void *arg)
+{
+  (void)arg;
+  int64_t give_up = weft_now() + 10000 * WEFT_MSEC;
+  while (!atomic_load(&hogs_stop) && weft_now() < give_up)
+    ;
+  return NULL;
+}
+
+static void *producer4(void *arg)
+{
+  (void)arg;
+  weft_task *t[PILE_TASKS];
+  for (int i = 0; i < PILE_TASKS; i++)
+    CO_EQ(rt_spawn(&t[i], WEFT_PLACE_STEALABLE, -1, task4, NULL), 0);
+  for (int i = 0; i < PILE_TASKS; i++)
+    rt_join_int(t[i]);
+  return NULL;
+}
+
+static void *stride_main(void *arg)
+{
+  (void)arg;
+  /* Shards 1 and 3 are busy (no yield); shard 2 queues work; shard 0 (this
+   * task waits in a join) is the only idle one. */
+  weft_task *h1, *h3, *p;
+  CO_EQ(rt_spawn(&h1, WEFT_PLACE_PINNED, 1, hog4, NULL), 0);
+  CO_EQ(rt_spawn(&h3, WEFT_PLACE_PINNED, 3, hog4, NULL), 0);
+  CO_EQ(rt_spawn(&p, WEFT_PLACE_PINNED, 2, producer4, NULL), 0);
+  rt_join_int(p);
+  atomic_store(&hogs_stop, true);
+  rt_join_int(h1);
+  rt_join_int(h3);
+  CO_EQ(weft_stats_get(NULL, 0, &st_end[0]), 0);
+  return NULL;
+}
+
+Test(steal, every_victim_is_probed_whatever_the_stride, .timeout = 60)
+{
+  weft_config c;
+  rt_cfg(&c, 4);
+  c.steal_stride = 2;
+  run_cfg(&c, stride_main, NULL);
+  cr_assert_eq(atomic_load(&ran_on4[0]) + atomic_load(&ran_on4[2]), PILE_TASKS);
+  cr_assert_gt(atomic_load(&ran_on4[0]), 0,
+               "idle shard 0 never stole from shard 2 (%llu probes, %llu scans, %llu locality skips, "
+               "%llu backoff skips, %llu parks, %llu wakes sent, %llu coalesced)",
+               (unsigned long long)st_end[0].steal_attempts,
+               (unsigned long long)st_end[0].steal_scans,
+               (unsigned long long)st_end[0].steal_skipped_locality,
+               (unsigned long long)st_end[0].steal_skipped_backoff,
+               (unsigned long long)st_end[0].parks,
+               (unsigned long long)st_end[0].wakes_sent,
+               (unsigned long long)st_end[0].wakes_coalesced);
+}
+
+/* ---- a full stealable queue, and the knobs' validation -------------------------------------------- */
+
+#define SPILL_TASKS 100
+
+static void *spill_main(void *arg)
+{
+  (void)arg;
+  map_threads();
+  weft_task *t[SPILL_TASKS];
+  for (int i = 0; i < SPILL_TASKS; i++)
+    CO_EQ(rt_spawn(&t[i], WEFT_PLACE_STEALABLE, -1, spread_task, (void *)(intptr_t)i), 0);
+  for (int i = 0; i < SPILL_TASKS; i++)
+    CO_EQ(rt_join_int(t[i]), i + 1);
+  stats_now(st_end);
+  return NULL;
+}
+
+Test(steal, full_stealable_queue_spills_to_the_local_one, .timeout = 60)
+{
+  weft_config c;
+  steal_cfg(&c);
+  c.steal_queue_capacity = 2;
+  run_cfg(&c, spill_main, NULL);
+  cr_assert_eq(atomic_load(&ran_on[0]) + atomic_load(&ran_on[1]), SPILL_TASKS);
+  /* Spawned without a yield: 2 fit, 98 spill. A queue of at most 2 is never
+   * longer than the migration cost plus the default margin (1 + 1), so none
+   * is stolen and all of them run on shard 0. */
+  cr_assert_eq(st_end[0].steal_backpressure, SPILL_TASKS - 2);
+  cr_assert_eq(st_end[NSHARDS].steal_backpressure, SPILL_TASKS - 2);
+  cr_assert_eq(st_end[NSHARDS].steal_success, 0);
+  cr_assert_eq(atomic_load(&ran_on[0]), SPILL_TASKS);
+  cr_assert_eq(st_end[0].steal_local_hits, 2);
+}
+
+static atomic_int main_ran;
+
+static void *count_main(void *arg)
+{
+  (void)arg;
+  atomic_fetch_add(&main_ran, 1);
+  return NULL;
+}
+
+Test(steal, invalid_steal_knobs_are_einval, .timeout = 30)
+{
+  weft_config cfgs[16];
+  const char *what[16];
+  int n = 0;
+#define BAD(name, stmt)                                                                        \
+  do {                                                                                         \
+    weft_config *c = &cfgs[n];                                                                 \
+    rt_cfg(c, NSHARDS);                                                                        \
+    stmt;                                                                                      \
+    what[n++] = name;                                                                          \
+  } while (0)
+  BAD("capacity 3", c->steal_queue_capacity = 3);
+  BAD("capacity 0", c->steal_queue_capacity = 0);
+  BAD("capacity 1", c->steal_queue_capacity = 1);
+  BAD("capacity 1<<25", c->steal_queue_capacity = 1u << 25);
+  BAD("capacity 1<<31", c->steal_queue_capacity = 1u << 31);
+  BAD("capacity 4095", c->steal_queue_capacity = 4095);
+  BAD("batch 0", c->steal_batch = 0);
+  BAD("batch 65", c->steal_batch = 65);
+  BAD("probes 0", c->steal_probes = 0);
+  BAD("backoff max < min", (c->steal_backoff_min = 8, c->steal_backoff_max = 7));
+  BAD("backoff min 0", (c->steal_backoff_min = 0, c->steal_backoff_max = 0));
+  BAD("budget 0", c->steal_budget = 0);
+  BAD("stride 0", c->steal_stride = 0);
+  BAD("fail cost 0", c->steal_fail_cost = 0);
+#undef BAD
+  for (int i = 0; i < n; i++) {
+    void *ret = (void *)7;
+    int r = weft_run(&cfgs[i], count_main, NULL, &ret);
+    cr_assert_eq(r, -EINVAL, "weft_run with %s: %d", what[i], r);
+    cr_assert_eq(ret, (void *)7, "%s: ret written", what[i]);
+    weft_runtime *rt = (weft_runtime *)(void *)&ret;
+    cr_assert_eq(weft_runtime_start(&rt, &cfgs[i]), -EINVAL, "start with %s", what[i]);
+    cr_assert_eq(rt, (weft_runtime *)(void *)&ret, "%s: *rt written", what[i]);
+  }
+  cr_assert_eq(atomic_load(&main_ran), 0, "main ran for an invalid config");
+}
+
+Test(steal, extreme_valid_steal_knobs_start, .timeout = 30)
+{
+  weft_config c;
+  steal_cfg(&c);
+  c.steal_queue_capacity = 2;
+  c.steal_batch = 64;
+  c.steal_probes = 1000;
+  c.steal_stride = 1000;
+  c.steal_budget = 1;
+  c.steal_backoff_min = 1;
+  c.steal_backoff_max = 1;
+  c.steal_locality_margin = 0;
+  int r = weft_run(&c, count_main, NULL, NULL);
+  RT_SKIP_IF_NO_URING(r);
+  cr_assert_eq(r, 0);
+  steal_cfg(&c);
+  c.steal_queue_capacity = 1u << 24; /* the largest */
+  cr_assert_eq(weft_run(&c, count_main, NULL, NULL), 0);
+  cr_assert_eq(atomic_load(&main_ran), 2);
+}
+
+/* ---- nothing lost, nothing run twice ------------------------------------------------------------- */
+
+#define SPAWNERS 4
+#define PER_SPAWNER 20000
+#define ALL_TASKS (SPAWNERS * PER_SPAWNER)
+
+static atomic_int runs[ALL_TASKS];
+static atomic_int returned;
+
+static void *counted(void *arg)
+{
+  int i = (int)(intptr_t)arg;
+  atomic_fetch_add(&runs[i], 1);
+  if (i % 2) /* half of them move after having started, too */
+    CO_EQ(weft_yield(), 0);
+  atomic_fetch_add(&returned, 1);
+  return NULL;
+}
+
+static void *spawner(void *arg)
+{
+  int base = (int)(intptr_t)arg * PER_SPAWNER;
+  for (int i = 0; i < PER_SPAWNER; i++) {
+    int r = rt_spawn(NULL, WEFT_PLACE_STEALABLE, -1, counted, (void *)(intptr_t)(base + i));
+    CO_EQ(r, 0);
+    if (i % 64 == 63)
+      CO_EQ(weft_yield(), 0);
+  }
+  return NULL;
+}
+
+static void *exact_main(void *arg)
+{
+  (void)arg;
+  weft_task *t[SPAWNERS];
+  for (int i = 0; i < SPAWNERS; i++)
+    CO_EQ(rt_spawn(&t[i], WEFT_PLACE_PINNED, i % NSHARDS, spawner, (void *)(intptr_t)i), 0);
+  for (int i = 0; i < SPAWNERS; i++)
+    rt_join_int(t[i]);
+  CO_CHECK(RT_POLL(atomic_load(&returned) == ALL_TASKS));
+  stats_now(st_end);
+  return NULL;
+}
+
+Test(steal, no_task_lost_or_run_twice_under_concurrent_spawn_and_steal, .timeout = 120)
+{
+  weft_config c;
+  steal_cfg(&c);
+  c.stack_size = 64 * 1024;
+  run_cfg(&c, exact_main, NULL);
+  long long sum = 0;
+  int bad = -1;
+  for (int i = 0; i < ALL_TASKS; i++) {
+    int v = atomic_load(&runs[i]);
+    sum += v;
+    if (v != 1 && bad < 0)
+      bad = i;
+  }
+  cr_assert_eq(bad, -1, "task %d ran %d times", bad, bad >= 0 ? atomic_load(&runs[bad]) : 0);
+  cr_assert_eq(sum, ALL_TASKS);
+  cr_assert_eq(atomic_load(&returned), ALL_TASKS);
+  /* main + its 4 spawners + the tasks. */
+  cr_assert_eq(st_end[NSHARDS].spawned, ALL_TASKS + SPAWNERS + 1);
+  cr_assert_gt(st_end[NSHARDS].steal_success, 0);
+}
+
+/* ---- shutdown with tasks still queued ------------------------------------------------------------ */
+
+#define SLEEPERS 5000
+
+static atomic_int sleepers_started, sleepers_cancelled, sleepers_other;
+
+static void *sleeper(void *arg)
+{
+  int64_t ns = (int64_t)(intptr_t)arg;
+  atomic_fetch_add(&sleepers_started, 1);
+  int r = weft_sleep(ns);
+  atomic_fetch_add(r == -ECANCELED ? &sleepers_cancelled : &sleepers_other, 1);
+  if (r == 0)
+    atomic_fetch_add(&returned, 1);
+  return NULL;
+}
+
+static void *spawn_sleepers(void *arg)
+{
+  for (int i = 0; i < SLEEPERS; i++)
+    CO_EQ(rt_spawn(NULL, WEFT_PLACE_STEALABLE, -1, sleeper, arg), 0);
+  return NULL;
+}
+
+Test(steal, run_returns_while_stealable_tasks_are_queued, .timeout = 60)
+{
+  weft_config c;
+  steal_cfg(&c);
+  /* main returns at once; the sleepers are still in the stealable queues
+   * (or spilled, or asleep): the stop cancels them all. */
+  run_cfg(&c, spawn_sleepers, (void *)(intptr_t)(60 * 1000 * WEFT_MSEC));
+  int started = atomic_load(&sleepers_started);
+  cr_assert_leq(started, SLEEPERS);
+  cr_assert_eq(atomic_load(&sleepers_cancelled), started,
+               "%d started, %d cancelled, %d other", started, atomic_load(&sleepers_cancelled),
+               atomic_load(&sleepers_other));
+  cr_assert_eq(atomic_load(&sleepers_other), 0);
+  rt_assert_no_leaks();
+}
+
+Test(steal, stealable_sleepers_all_finish_before_a_clean_stop, .timeout = 60)
+{
+  weft_config c;
+  steal_cfg(&c);
+  weft_runtime *rt = rt_start_cfg(&c);
+  weft_spawn_opts o;
+  weft_spawn_opts_init(&o);
+  o.placement = WEFT_PLACE_PINNED;
+  o.shard = 0;
+  weft_task *t;
+  cr_assert_eq(weft_runtime_submit(rt, &o, spawn_sleepers, (void *)(intptr_t)WEFT_MSEC, &t), 0);
+  cr_assert_eq(weft_join(t, NULL), 0);
+  rt_stop_idle(rt); /* polls live == 0, asserts it, stops */
+  rt_assert_clean();
+  cr_assert_eq(atomic_load(&sleepers_started), SLEEPERS);
+  cr_assert_eq(atomic_load(&returned), SLEEPERS);
+  cr_assert_eq(atomic_load(&sleepers_cancelled), 0);
+  rt_assert_no_leaks();
+}
+
+/* ---- derived stats ---------------------------------------------------------------------------------- */
+
+static double ratio(uint64_t a, uint64_t b)
+{
+  return b ? (double)a / (double)b : 0.0;
+}
+
+static void check_derived(const weft_stats *s, unsigned batch)
+{
+  cr_assert_eq(s->local_hit_ratio, ratio(s->steal_local_hits, s->steal_local_hits + s->steal_success),
+               "shard %d", s->shard);
+  /* The success rate is the share of probes that took a batch. */
+  cr_assert_eq(s->steal_success_rate, ratio(s->steal_takes, s->steal_attempts), "shard %d",
+               s->shard);
+  cr_assert_leq(s->steal_takes, s->steal_scans, "shard %d", s->shard);
+  cr_assert(s->steal_success_rate <= 1.0, "shard %d: %f", s->shard, s->steal_success_rate);
+  cr_assert_eq(s->stolen_per_scan, ratio(s->steal_success, s->steal_scans), "shard %d", s->shard);
+  cr_assert(s->local_hit_ratio >= 0.0 && s->local_hit_ratio <= 1.0, "shard %d: %f", s->shard,
+            s->local_hit_ratio);
+  cr_assert(s->stolen_per_scan >= 0.0, "shard %d", s->shard);
+  /* A scan takes at most one batch. */
+  cr_assert_leq(s->steal_success, (uint64_t)batch * s->steal_scans, "shard %d", s->shard);
+  cr_assert_leq(s->steal_scans, s->steal_attempts, "shard %d", s->shard);
+  cr_assert(s->steal_success_rate >= 0.0, "shard %d", s->shard);
+}
+
+Test(steal, derived_ratios_match_the_counters, .timeout = 60)
+{
+  weft_config c;
+  steal_cfg(&c);
+  run_cfg(&c, spread_main, NULL);
+  cr_assert_gt(st_end[NSHARDS].steal_success, 0);
+  for (int i = 0; i <= NSHARDS; i++)
+    check_derived(&st_end[i], c.steal_batch);
+  /* The sum is the sum. */
+  cr_assert_eq(st_end[NSHARDS].steal_success, st_end[0].steal_success + st_end[1].steal_success);
+  cr_assert_eq(st_end[NSHARDS].steal_attempts,
+               st_end[0].steal_attempts + st_end[1].steal_attempts);
+}
+
+Test(steal, batch_one_takes_one_task_per_scan, .timeout = 60)
+{
+  weft_config c;
+  steal_cfg(&c);
+  c.steal_batch = 1;
+  run_cfg(&c, spread_main, NULL);
+  cr_assert_gt(st_end[1].steal_success, 0);
+  cr_assert_leq(st_end[1].steal_success, st_end[1].steal_scans);
+  cr_assert(st_end[1].stolen_per_scan > 0.0 && st_end[1].stolen_per_scan <= 1.0);
+  cr_assert_eq(st_end[1].steal_success, (uint64_t)atomic_load(&ran_on[1]));
+}
+
+Test(steal, steal_success_rate_is_at_most_one, .timeout = 60)
+{
+  /* A success rate of probes: stolen tasks per victim probed. */
+  weft_config c;
+  steal_cfg(&c);
+  run_cfg(&c, spread_main, NULL);
+  for (int i = 0; i <= NSHARDS; i++) {
+    const weft_stats *s = &st_end[i];
+    cr_assert(s->steal_success_rate >= 0.0 && s->steal_success_rate <= 1.0,
+              "shard %d: steal_success_rate %f = %llu stolen / %llu attempts (%llu scans)",
+              s->shard, s->steal_success_rate, (unsigned long long)s->steal_success,
+              (unsigned long long)s->steal_attempts, (unsigned long long)s->steal_scans);
+  }
+}

@@ -1,0 +1,489 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Suite "sync": weft_event. Manual- and auto-reset semantics with waiters
+ * on several shards, deadlines, plain-thread waiters (the futex path) woken
+ * by coroutines and the reverse, argument errors, cancellation, and a
+ * timeout racing a set many times over (no signal may be lost or doubled).
+ */
+#include "rt_helpers.h"
+
+#include "fault.h"
+
+#include <unistd.h>
+
+struct waiters {
+  weft_event *ev;
+  atomic_int arrived, released;
+  int64_t deadline; /* for the waits, WEFT_NO_DEADLINE for none */
+};
+
+static void *waiter(void *arg)
+{
+  struct waiters *w = arg;
+  atomic_fetch_add(&w->arrived, 1);
+  int r = weft_event_wait_dl(w->ev, w->deadline);
+  if (r == 0)
+    atomic_fetch_add(&w->released, 1);
+  return (void *)(intptr_t)r;
+}
+
+/* Spawns n waiters round-robin and waits until every one is suspended in
+ * the event (the dump shows each task's state). */
+static void spawn_waiters(struct waiters *w, weft_task **t, int n)
+{
+  for (int i = 0; i < n; i++)
+    CO_EQ(rt_spawn(&t[i], WEFT_PLACE_ROUND_ROBIN, -1, waiter, w), 0);
+  CO_CHECK(RT_POLL(atomic_load(&w->arrived) == n));
+  CO_CHECK(RT_POLL(rt_dump_count(NULL, " waiting") == n));
+}
+
+/* ---- manual reset ----------------------------------------------------------------- */
+
+#define NW 24
+
+static void *manual_main(void *arg)
+{
+  (void)arg;
+  struct waiters w = {.deadline = WEFT_NO_DEADLINE};
+  CO_EQ(weft_event_create(&w.ev, 0), 0);
+  CO_CHECK(!weft_event_is_set(w.ev));
+  weft_task *t[NW];
+  spawn_waiters(&w, t, NW);
+  CO_EQ(atomic_load(&w.released), 0);
+  CO_EQ(weft_event_set(w.ev), 0);
+  for (int i = 0; i < NW; i++)
+    CO_EQ(rt_join_int(t[i]), 0);
+  CO_EQ(atomic_load(&w.released), NW);
+  /* Still set: later waits pass at once, again and again. */
+  CO_CHECK(weft_event_is_set(w.ev));
+  for (int i = 0; i < 3; i++)
+    CO_EQ(weft_event_wait_dl(w.ev, weft_now() - 1), 0);
+  CO_EQ(weft_event_set(w.ev), 0); /* setting a set event changes nothing */
+  CO_CHECK(weft_event_is_set(w.ev));
+  CO_EQ(weft_event_reset(w.ev), 0);
+  CO_CHECK(!weft_event_is_set(w.ev));
+  CO_EQ(weft_event_wait_dl(w.ev, weft_now() - 1), -ETIMEDOUT);
+  CO_EQ(weft_event_reset(w.ev), 0); /* resetting an unset event too */
+  CO_CHECK(!weft_event_is_set(w.ev));
+  weft_event_destroy(w.ev);
+  return NULL;
+}
+
+Test(sync, manual_reset_releases_all_and_stays_set, .timeout = 20)
+{
+  rt_run(2, manual_main, NULL);
+  rt_assert_clean();
+}
+
+/* ---- auto reset ----------------------------------------------------------------- */
+
+#define NA 40
+
+static void *auto_main(void *arg)
+{
+  (void)arg;
+  struct waiters w = {.deadline = WEFT_NO_DEADLINE};
+  CO_EQ(weft_event_create(&w.ev, WEFT_EVENT_AUTO_RESET), 0);
+  weft_task *t[NA];
+  spawn_waiters(&w, t, NA);
+  /* Every waiter is queued: each set hands its signal to exactly one. */
+  for (int k = 1; k <= NA / 2; k++)
+    CO_EQ(weft_event_set(w.ev), 0);
+  CO_CHECK(RT_POLL(atomic_load(&w.released) >= NA / 2));
+  CO_EQ(weft_sleep(5 * WEFT_MSEC), 0); /* room for a wrong extra release */
+  CO_EQ(atomic_load(&w.released), NA / 2);
+  CO_CHECK(!weft_event_is_set(w.ev)); /* the signals went to waiters */
+  CO_EQ(rt_dump_count(NULL, " waiting"), NA / 2);
+  /* The rest one set at a time. */
+  for (int k = NA / 2 + 1; k <= NA; k++) {
+    CO_EQ(weft_event_set(w.ev), 0);
+    CO_CHECK(RT_POLL(atomic_load(&w.released) >= k));
+    CO_EQ(atomic_load(&w.released), k);
+  }
+  for (int i = 0; i < NA; i++)
+    CO_EQ(rt_join_int(t[i]), 0);
+  CO_CHECK(!weft_event_is_set(w.ev));
+
+  /* A set with nobody waiting is kept for the next wait, which takes it. */
+  CO_EQ(weft_event_set(w.ev), 0);
+  CO_CHECK(weft_event_is_set(w.ev));
+  CO_EQ(weft_event_wait_dl(w.ev, weft_now() - 1), 0);
+  CO_CHECK(!weft_event_is_set(w.ev));
+  CO_EQ(weft_event_wait_dl(w.ev, weft_now() - 1), -ETIMEDOUT);
+  /* Kept across shards: a waiter on the other shard takes it. */
+  CO_EQ(weft_event_set(w.ev), 0);
+  weft_task *late;
+  CO_EQ(rt_spawn(&late, WEFT_PLACE_PINNED, 1, waiter, &w), 0);
+  CO_EQ(rt_join_int(late), 0);
+  CO_CHECK(!weft_event_is_set(w.ev));
+  /* reset drops a kept signal. */
+  CO_EQ(weft_event_set(w.ev), 0);
+  CO_EQ(weft_event_reset(w.ev), 0);
+  CO_EQ(weft_event_wait_dl(w.ev, weft_now() - 1), -ETIMEDOUT);
+  weft_event_destroy(w.ev);
+  return NULL;
+}
+
+Test(sync, auto_reset_releases_one_per_set, .timeout = 20)
+{
+  rt_run(2, auto_main, NULL);
+  rt_assert_clean();
+}
+
+/* ---- deadlines ------------------------------------------------------------------- */
+
+static void check_deadlines(unsigned flags)
+{
+  weft_event *ev;
+  CO_EQ(weft_event_create(&ev, flags), 0);
+  CO_EQ(weft_event_wait_dl(ev, weft_now() - 1), -ETIMEDOUT);
+  CO_EQ(weft_event_wait_dl(ev, 0), -ETIMEDOUT);
+  int64_t dl = weft_now() + 2 * WEFT_MSEC;
+  CO_EQ(weft_event_wait_dl(ev, dl), -ETIMEDOUT);
+  CO_CHECK(weft_now() >= dl);
+  CO_CHECK(!weft_event_is_set(ev));
+  /* The event works as before. */
+  CO_EQ(weft_event_set(ev), 0);
+  CO_EQ(weft_event_wait_dl(ev, weft_now() + WEFT_SEC), 0);
+  if (flags & WEFT_EVENT_AUTO_RESET)
+    CO_EQ(weft_event_wait_dl(ev, weft_now() + 100 * WEFT_USEC), -ETIMEDOUT);
+  else
+    CO_EQ(weft_event_wait(ev), 0);
+  weft_event_destroy(ev);
+}
+
+static void *deadline_main(void *arg)
+{
+  (void)arg;
+  check_deadlines(0);
+  check_deadlines(WEFT_EVENT_AUTO_RESET);
+  return NULL;
+}
+
+Test(sync, wait_dl_times_out, .timeout = 20)
+{
+  rt_run(2, deadline_main, NULL);
+  rt_assert_clean();
+  /* And on a plain thread. */
+  check_deadlines(0);
+  check_deadlines(WEFT_EVENT_AUTO_RESET);
+  rt_assert_clean();
+}
+
+/* ---- plain threads and coroutines ---------------------------------------------------- */
+
+static void *set_event(void *arg)
+{
+  return (void *)(intptr_t)weft_event_set(arg);
+}
+
+static void *plain_waiter(void *arg)
+{
+  return waiter(arg);
+}
+
+struct pingpong {
+  weft_event *ping, *pong;
+  int rounds;
+};
+
+static void *pong_side(void *arg)
+{
+  struct pingpong *p = arg;
+  for (int i = 0; i < p->rounds; i++) {
+    CO_EQ(weft_event_wait(p->ping), 0);
+    CO_EQ(weft_event_set(p->pong), 0);
+  }
+  return (void *)(intptr_t)p->rounds;
+}
+
+static void ping_side(struct pingpong *p)
+{
+  for (int i = 0; i < p->rounds; i++) {
+    CO_EQ(weft_event_set(p->ping), 0);
+    CO_EQ(weft_event_wait(p->pong), 0);
+  }
+}
+
+Test(sync, plain_threads_and_coroutines_wake_each_other, .timeout = 45)
+{
+  weft_runtime *rt = rt_start(2);
+
+  /* Plain threads wait (futex), a coroutine sets. */
+  struct waiters w = {.deadline = WEFT_NO_DEADLINE};
+  cr_assert_eq(weft_event_create(&w.ev, 0), 0);
+  pthread_t th[3];
+  for (int i = 0; i < 3; i++)
+    cr_assert_eq(pthread_create(&th[i], NULL, plain_waiter, &w), 0);
+  cr_assert(RT_POLL(atomic_load(&w.arrived) == 3));
+  weft_sleep(2 * WEFT_MSEC); /* most likely in the futex by now */
+  weft_task *t;
+  cr_assert_eq(weft_runtime_submit(rt, NULL, set_event, w.ev, &t), 0);
+  cr_assert_eq(weft_join(t, NULL), 0);
+  for (int i = 0; i < 3; i++) {
+    void *v = (void *)-1;
+    pthread_join(th[i], &v);
+    cr_assert_eq((intptr_t)v, 0);
+  }
+  cr_assert_eq(atomic_load(&w.released), 3);
+
+  /* Coroutines wait, this plain thread sets. */
+  weft_event_reset(w.ev);
+  atomic_store(&w.arrived, 0);
+  atomic_store(&w.released, 0);
+  weft_task *ts[4];
+  for (int i = 0; i < 4; i++)
+    cr_assert_eq(weft_runtime_submit(rt, NULL, waiter, &w, &ts[i]), 0);
+  cr_assert(RT_POLL(rt_dump_count(rt, " waiting") == 4));
+  cr_assert_eq(weft_event_set(w.ev), 0);
+  for (int i = 0; i < 4; i++) {
+    void *v = (void *)-1;
+    cr_assert_eq(weft_join(ts[i], &v), 0);
+    cr_assert_eq((intptr_t)v, 0);
+  }
+  weft_event_destroy(w.ev);
+
+  /* Auto-reset ping-pong: plain thread <-> coroutine on each shard. */
+  struct pingpong p = {.rounds = 2000};
+  cr_assert_eq(weft_event_create(&p.ping, WEFT_EVENT_AUTO_RESET), 0);
+  cr_assert_eq(weft_event_create(&p.pong, WEFT_EVENT_AUTO_RESET), 0);
+  for (int k = 0; k < 2; k++) {
+    weft_spawn_opts o;
+    weft_spawn_opts_init(&o);
+    o.placement = WEFT_PLACE_PINNED;
+    o.shard = k;
+    cr_assert_eq(weft_runtime_submit(rt, &o, pong_side, &p, &t), 0);
+    ping_side(&p);
+    void *v = NULL;
+    cr_assert_eq(weft_join(t, &v), 0);
+    cr_assert_eq((intptr_t)v, p.rounds);
+    cr_assert(!weft_event_is_set(p.ping) && !weft_event_is_set(p.pong));
+  }
+  weft_event_destroy(p.ping);
+  weft_event_destroy(p.pong);
+  rt_assert_clean();
+  rt_stop_idle(rt);
+}
+
+static void *ping_main(void *arg)
+{
+  struct pingpong *p = arg;
+  weft_task *t;
+  CO_EQ(rt_spawn(&t, WEFT_PLACE_PINNED, 1, pong_side, p), 0);
+  ping_side(p);
+  CO_EQ(rt_join_int(t), p->rounds);
+  return NULL;
+}
+
+Test(sync, auto_reset_pingpong_across_shards, .timeout = 20)
+{
+  struct pingpong p = {.rounds = 20000};
+  cr_assert_eq(weft_event_create(&p.ping, WEFT_EVENT_AUTO_RESET), 0);
+  cr_assert_eq(weft_event_create(&p.pong, WEFT_EVENT_AUTO_RESET), 0);
+  rt_run(2, ping_main, &p);
+  rt_assert_clean();
+  cr_assert(!weft_event_is_set(p.ping) && !weft_event_is_set(p.pong));
+  weft_event_destroy(p.ping);
+  weft_event_destroy(p.pong);
+}
+
+/* ---- errors ------------------------------------------------------------------------------ */
+
+Test(sync, null_and_bad_arguments, .timeout = 20)
+{
+  weft_event *ev = (weft_event *)(void *)&ev;
+  cr_assert_eq(weft_event_create(NULL, 0), -EINVAL);
+  cr_assert_eq(weft_event_create(&ev, 0x2), -EINVAL);
+  cr_assert_eq(weft_event_create(&ev, 0x80000000u | WEFT_EVENT_AUTO_RESET), -EINVAL);
+  cr_assert_eq(ev, (weft_event *)(void *)&ev, "*ev written on failure");
+  cr_assert_eq(weft_event_set(NULL), -EINVAL);
+  cr_assert_eq(weft_event_reset(NULL), -EINVAL);
+  cr_assert_eq(weft_event_wait(NULL), -EINVAL);
+  cr_assert_eq(weft_event_wait_dl(NULL, weft_now() + WEFT_SEC), -EINVAL);
+  cr_assert(!weft_event_is_set(NULL));
+  weft_event_destroy(NULL);
+  weft__fault_arm(WEFT__FAULT_MALLOC, 1);
+  int r = weft_event_create(&ev, 0);
+  weft__fault_arm(WEFT__FAULT_MALLOC, 0);
+  cr_assert_eq(r, -ENOMEM);
+  cr_assert_eq(ev, (weft_event *)(void *)&ev, "*ev written on failure");
+}
+
+/* ---- cancellation ---------------------------------------------------------------------- */
+
+struct cancel_case {
+  weft_event *ev;
+  int64_t deadline;
+  atomic_int arrived;
+};
+
+static void *cancel_waiter(void *arg)
+{
+  struct cancel_case *c = arg;
+  atomic_fetch_add(&c->arrived, 1);
+  return (void *)(intptr_t)weft_event_wait_dl(c->ev, c->deadline);
+}
+
+/* Blocks a waiter in c->ev, cancels it (from this coroutine or thread),
+ * checks -ECANCELED, then checks the event still hands out a set. */
+static void cancel_one(weft_runtime *rt, struct cancel_case *c, int shard)
+{
+  weft_spawn_opts o;
+  weft_spawn_opts_init(&o);
+  o.placement = WEFT_PLACE_PINNED;
+  o.shard = shard;
+  atomic_store(&c->arrived, 0);
+  weft_task *t;
+  CO_EQ(weft_runtime_submit(rt, &o, cancel_waiter, c, &t), 0);
+  CO_CHECK(RT_POLL(atomic_load(&c->arrived) == 1));
+  CO_CHECK(RT_POLL(rt_dump_count(rt, " waiting") == 1));
+  CO_EQ(weft_cancel(t), 0);
+  void *v = NULL;
+  CO_EQ(weft_join(t, &v), -ECANCELED);
+  CO_EQ((intptr_t)v, -ECANCELED);
+  /* The cancelled waiter left the queue: a set is kept for the next wait. */
+  CO_EQ(weft_event_set(c->ev), 0);
+  CO_CHECK(weft_event_is_set(c->ev));
+  CO_EQ(weft_event_wait_dl(c->ev, weft_now() - 1), 0);
+  CO_EQ(weft_event_reset(c->ev), 0);
+}
+
+static void cancel_all_kinds(weft_runtime *rt)
+{
+  for (unsigned flags = 0; flags <= WEFT_EVENT_AUTO_RESET; flags++)
+    for (int with_dl = 0; with_dl < 2; with_dl++)
+      for (int shard = 0; shard < 2; shard++) {
+        struct cancel_case c = {.deadline = with_dl ? weft_now() + 60 * WEFT_SEC : -1};
+        CO_EQ(weft_event_create(&c.ev, flags), 0);
+        cancel_one(rt, &c, shard);
+        weft_event_destroy(c.ev);
+      }
+}
+
+static void *cancel_main(void *arg)
+{
+  (void)arg;
+  cancel_all_kinds(weft_runtime_current());
+  return NULL;
+}
+
+Test(sync, cancel_waiter_is_ecanceled, .timeout = 45)
+{
+  rt_run(2, cancel_main, NULL); /* cancelled by a coroutine */
+  rt_assert_clean();
+  weft_runtime *rt = rt_start(2); /* cancelled by a plain thread */
+  cancel_all_kinds(rt);
+  rt_assert_clean();
+  rt_stop_idle(rt);
+}
+
+/* ---- a timeout racing a set ------------------------------------------------------------------
+ * Each round the waiter publishes a deadline ~100 us ahead and waits on an
+ * auto-reset event; the setter sets it at deadline + jitter (-50..+50 us).
+ * Whichever wins, exactly one signal exists per round: if the wait returned
+ * 0 it took it (nothing may be left), if it timed out the signal must still
+ * be there for the next wait. */
+
+#define RACE_ROUNDS 2000
+
+struct race {
+  weft_event *ev, *go, *done;
+  _Atomic int64_t deadline;
+  int takes, timeouts;
+};
+
+static void *race_waiter(void *arg)
+{
+  struct race *r = arg;
+  for (int i = 0; i < RACE_ROUNDS; i++) {
+    int64_t dl = weft_now() + 100 * WEFT_USEC;
+    atomic_store(&r->deadline, dl);
+    CO_EQ(weft_event_set(r->go), 0);
+    int res = weft_event_wait_dl(r->ev, dl);
+    CO_CHECK(res == 0 || res == -ETIMEDOUT);
+    CO_EQ(weft_event_wait(r->done), 0); /* the setter's set has happened */
+    if (res == 0) {
+      r->takes++;
+      CO_EQ(weft_event_wait_dl(r->ev, weft_now() - 1), -ETIMEDOUT); /* no second signal */
+    } else {
+      r->timeouts++;
+      int again = weft_event_wait_dl(r->ev, weft_now() - 1);
+      CO_EQ(again, 0); /* the signal was kept */
+      r->takes += again == 0;
+    }
+  }
+  return NULL;
+}
+
+static void *race_setter(void *arg)
+{
+  struct race *r = arg;
+  uint32_t rnd = 12345;
+  for (int i = 0; i < RACE_ROUNDS; i++) {
+    CO_EQ(weft_event_wait(r->go), 0);
+    rnd = rnd * 1103515245u + 12345u;
+    int64_t jitter = (int64_t)((rnd >> 8) % 101) * WEFT_USEC - 50 * WEFT_USEC;
+    int64_t at = atomic_load(&r->deadline) + jitter;
+    while (weft_now() < at)
+      ; /* land the set as close to the deadline as the clock allows */
+    CO_EQ(weft_event_set(r->ev), 0);
+    CO_EQ(weft_event_set(r->done), 0);
+  }
+  return NULL;
+}
+
+static void race_init(struct race *r)
+{
+  memset(r, 0, sizeof(*r));
+  cr_assert_eq(weft_event_create(&r->ev, WEFT_EVENT_AUTO_RESET), 0);
+  cr_assert_eq(weft_event_create(&r->go, WEFT_EVENT_AUTO_RESET), 0);
+  cr_assert_eq(weft_event_create(&r->done, WEFT_EVENT_AUTO_RESET), 0);
+}
+
+static void race_check(struct race *r, const char *what)
+{
+  rt_assert_clean();
+  cr_assert_eq(r->takes, RACE_ROUNDS, "%s: %d signals taken of %d set", what, r->takes,
+               RACE_ROUNDS);
+  cr_log_info("%s: %d rounds, %d timed out, %d took the signal", what, RACE_ROUNDS, r->timeouts,
+              RACE_ROUNDS - r->timeouts);
+  weft_event_destroy(r->ev);
+  weft_event_destroy(r->go);
+  weft_event_destroy(r->done);
+}
+
+Test(sync, timeout_racing_set_loses_no_signal, .timeout = 45)
+{
+  weft_runtime *rt = rt_start(2);
+  weft_spawn_opts o;
+  weft_spawn_opts_init(&o);
+  o.placement = WEFT_PLACE_PINNED;
+
+  /* Coroutine waiter on shard 1, coroutine setter on shard 0. */
+  struct race r;
+  race_init(&r);
+  weft_task *tw, *ts;
+  o.shard = 0;
+  cr_assert_eq(weft_runtime_submit(rt, &o, race_setter, &r, &ts), 0);
+  o.shard = 1;
+  cr_assert_eq(weft_runtime_submit(rt, &o, race_waiter, &r, &tw), 0);
+  cr_assert_eq(weft_join(tw, NULL), 0);
+  cr_assert_eq(weft_join(ts, NULL), 0);
+  race_check(&r, "coroutine waiter");
+
+  /* Plain-thread waiter (futex timeout), coroutine setter. */
+  race_init(&r);
+  o.shard = 1;
+  cr_assert_eq(weft_runtime_submit(rt, &o, race_setter, &r, &ts), 0);
+  race_waiter(&r);
+  cr_assert_eq(weft_join(ts, NULL), 0);
+  race_check(&r, "plain-thread waiter");
+
+  /* Coroutine waiter, plain-thread setter. */
+  race_init(&r);
+  cr_assert_eq(weft_runtime_submit(rt, &o, race_waiter, &r, &tw), 0);
+  race_setter(&r);
+  cr_assert_eq(weft_join(tw, NULL), 0);
+  race_check(&r, "plain-thread setter");
+  rt_stop_idle(rt);
+}

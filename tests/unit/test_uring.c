@@ -1,0 +1,588 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Suite "uring": the extension API (weft/uring.h). Single ops and linked
+ * chains (the chain's result, a failing head cancelling the rest, a chain
+ * on a ring too small to hold it next to other tasks' SQEs), deadlines and
+ * cancellation of ops weft does not know, multishot ops (poll, timeout)
+ * with their per-CQE delivery, deadlines, cancellation and end, and the
+ * rule that a coroutine with an active multishot op stays on its shard.
+ */
+#include "io_helpers.h"
+
+#include "weft/uring.h"
+
+#include <poll.h>
+
+/* Kernel 6.4; liburing 2.3's headers predate it. */
+#ifndef IORING_TIMEOUT_MULTISHOT
+#define IORING_TIMEOUT_MULTISHOT (1U << 6)
+#endif
+
+/* ---- single ops ------------------------------------------------------------------ */
+
+static void *nop_main(void *arg)
+{
+  (void)arg;
+  weft_stats s0 = io_stats();
+  for (int i = 0; i < 3; i++) {
+    struct io_uring_sqe *sqe = weft_uring_sqe();
+    CO_CHECK(sqe != NULL);
+    if (!sqe)
+      return NULL;
+    io_uring_prep_nop(sqe);
+    unsigned flags = 12345;
+    CO_EQ(weft_uring_wait(&sqe, 1, &flags, WEFT_NO_DEADLINE), 0);
+    CO_EQ(flags, 0);
+  }
+  struct io_uring_sqe *sqe = weft_uring_sqe();
+  io_uring_prep_nop(sqe);
+  CO_EQ(weft_uring_wait(&sqe, 1, NULL, weft_now() + WEFT_SEC), 0);
+  weft_stats s1 = io_stats();
+  CO_EQ(s1.ops_submitted - s0.ops_submitted, 4);
+  CO_EQ(s1.ops_completed - s0.ops_completed, 4);
+  /* Bad arguments leave nothing behind. */
+  CO_EQ(weft_uring_wait(NULL, 1, NULL, WEFT_NO_DEADLINE), -EINVAL);
+  sqe = weft_uring_sqe();
+  io_uring_prep_nop(sqe);
+  CO_EQ(weft_uring_wait(&sqe, 0, NULL, WEFT_NO_DEADLINE), -EINVAL);
+  CO_EQ(weft_uring_wait(&sqe, 1, NULL, WEFT_NO_DEADLINE), 0);
+  return NULL;
+}
+
+Test(uring, nop_through_the_extension_api, .timeout = 30)
+{
+  rt_run(2, nop_main, NULL);
+  rt_assert_clean();
+}
+
+Test(uring, plain_thread_gets_no_sqe, .timeout = 30)
+{
+  cr_assert_null(weft_uring_sqe());
+  struct io_uring_sqe fake, *sqe = &fake;
+  memset(&fake, 0, sizeof(fake));
+  io_uring_prep_nop(sqe);
+  cr_assert_eq(weft_uring_wait(&sqe, 1, NULL, WEFT_NO_DEADLINE), -EPERM);
+  cr_assert_eq(weft_uring_wait(NULL, 1, NULL, WEFT_NO_DEADLINE), -EINVAL);
+  cr_assert_eq(weft_uring_wait(&sqe, 0, NULL, WEFT_NO_DEADLINE), -EINVAL);
+  weft_uring_multishot *ms = NULL;
+  cr_assert_eq(weft_uring_multishot_begin(&ms, sqe), -EPERM);
+  cr_assert_null(ms);
+  cr_assert_eq(weft_uring_multishot_begin(NULL, sqe), -EINVAL);
+  cr_assert_eq(weft_uring_multishot_begin(&ms, NULL), -EINVAL);
+  cr_assert_eq(weft_uring_multishot_next(NULL, NULL, NULL, WEFT_NO_DEADLINE), -EINVAL);
+  cr_assert_eq(weft_uring_multishot_end(NULL), -EINVAL);
+}
+
+/* ---- chains ------------------------------------------------------------------------ */
+
+static void *chain_main(void *arg)
+{
+  (void)arg;
+  int p[2];
+  CO_EQ(io_pipe(p), 0);
+  char out[8] = {0};
+
+  /* write -> read -> nop: the last result (the nop's 0). */
+  struct io_uring_sqe *s[3];
+  for (int i = 0; i < 3; i++)
+    s[i] = weft_uring_sqe();
+  io_uring_prep_write(s[0], p[1], "hello", 5, (uint64_t)-1);
+  io_uring_prep_read(s[1], p[0], out, 5, (uint64_t)-1);
+  io_uring_prep_nop(s[2]);
+  s[0]->flags |= IOSQE_IO_LINK;
+  s[1]->flags |= IOSQE_IO_LINK;
+  CO_EQ(weft_uring_wait(s, 3, NULL, WEFT_NO_DEADLINE), 0);
+  CO_CHECK(memcmp(out, "hello", 5) == 0);
+
+  /* write -> nop -> read: the read's 3. */
+  memset(out, 0, sizeof(out));
+  for (int i = 0; i < 3; i++)
+    s[i] = weft_uring_sqe();
+  io_uring_prep_write(s[0], p[1], "abc", 3, (uint64_t)-1);
+  io_uring_prep_nop(s[1]);
+  io_uring_prep_read(s[2], p[0], out, sizeof(out), (uint64_t)-1);
+  s[0]->flags |= IOSQE_IO_LINK;
+  s[1]->flags |= IOSQE_IO_LINK;
+  CO_EQ(weft_uring_wait(s, 3, NULL, weft_now() + WEFT_SEC), 3);
+  CO_CHECK(memcmp(out, "abc", 3) == 0);
+  CO_EQ(io_pending(p[0]), 0);
+
+  /* A failing head: its error, and the rest cancelled (nothing written). */
+  for (int i = 0; i < 3; i++)
+    s[i] = weft_uring_sqe();
+  io_uring_prep_read(s[0], -1, out, sizeof(out), (uint64_t)-1);
+  io_uring_prep_write(s[1], p[1], "zz", 2, (uint64_t)-1);
+  io_uring_prep_nop(s[2]);
+  s[0]->flags |= IOSQE_IO_LINK;
+  s[1]->flags |= IOSQE_IO_LINK;
+  weft_stats s0 = io_stats();
+  CO_EQ(weft_uring_wait(s, 3, NULL, WEFT_NO_DEADLINE), -EBADF);
+  weft_stats s1 = io_stats();
+  CO_EQ(s1.ops_completed - s0.ops_completed, 1); /* one op, all its CQEs reaped */
+  CO_EQ(io_pending(p[0]), 0);
+
+  /* The ring is fine afterwards. */
+  CO_EQ(weft_nop(), 0);
+  io_close_pipe(p);
+  return NULL;
+}
+
+Test(uring, linked_chains, .timeout = 30)
+{
+  rt_run(1, chain_main, NULL);
+  rt_assert_clean();
+}
+
+/* A chain's SQEs must reach the kernel in one submission. Three other tasks
+ * leave their SQEs in a 4-entry SQ, then a coroutine takes the three SQEs
+ * of a chain: the SQ fills after the first one, and submitting at that point
+ * would send the chain's head alone (with weft's "ignore" user_data), reuse
+ * its slot for the third SQE, and leave weft_uring_wait waiting for a CQE
+ * that never comes. */
+static void *nop_once(void *arg)
+{
+  (void)arg;
+  return (void *)(intptr_t)weft_nop();
+}
+
+static void *chain_tiny_main(void *arg)
+{
+  (void)arg;
+  int p[2];
+  CO_EQ(io_pipe(p), 0);
+  for (int round = 0; round < 3; round++) {
+    weft_task *t[3];
+    for (int i = 0; i < 3; i++)
+      CO_EQ(io_spawn_on(&t[i], 0, nop_once, NULL), 0);
+    weft_yield(); /* they run now and leave 3 SQEs in the SQ */
+    char out[8] = {0};
+    struct io_uring_sqe *s[3];
+    s[0] = weft_uring_sqe();
+    CO_CHECK(s[0] != NULL);
+    io_uring_prep_write(s[0], p[1], "abc", 3, (uint64_t)-1);
+    s[0]->flags |= IOSQE_IO_LINK;
+    s[1] = weft_uring_sqe();
+    CO_CHECK(s[1] != NULL);
+    io_uring_prep_nop(s[1]);
+    s[1]->flags |= IOSQE_IO_LINK;
+    s[2] = weft_uring_sqe();
+    CO_CHECK(s[2] != NULL);
+    CO_CHECK(s[2] != s[0] && s[2] != s[1]);
+    if (!s[0] || !s[1] || !s[2])
+      break;
+    io_uring_prep_read(s[2], p[0], out, sizeof(out), (uint64_t)-1);
+    CO_EQ(weft_uring_wait(s, 3, NULL, WEFT_NO_DEADLINE), 3);
+    CO_CHECK(memcmp(out, "abc", 3) == 0);
+    for (int i = 0; i < 3; i++)
+      CO_EQ(rt_join_int(t[i]), 0);
+  }
+  io_close_pipe(p);
+  return NULL;
+}
+
+Test(uring, chain_is_not_split_by_a_full_sq, .timeout = 15)
+{
+  weft_config c;
+  rt_cfg(&c, 1);
+  c.ring_entries = 4;
+  io_run_cfg(&c, chain_tiny_main, NULL);
+  rt_assert_clean();
+}
+
+/* ---- deadlines and cancellation ----------------------------------------------------------- */
+
+static void *uring_read(int fd, char *buf, size_t n, int64_t deadline, int *res)
+{
+  struct io_uring_sqe *sqe = weft_uring_sqe();
+  if (!sqe) {
+    *res = -ENOSPC;
+    return NULL;
+  }
+  io_uring_prep_read(sqe, fd, buf, (unsigned)n, (uint64_t)-1);
+  *res = weft_uring_wait(&sqe, 1, NULL, deadline);
+  return NULL;
+}
+
+static void *deadline_main(void *arg)
+{
+  (void)arg;
+  int p[2];
+  CO_EQ(io_pipe(p), 0);
+  char buf[8];
+  int r = 0;
+  int64_t t0 = weft_now();
+  uring_read(p[0], buf, sizeof(buf), t0 + 20 * WEFT_MSEC, &r);
+  CO_EQ(r, -ETIMEDOUT);
+  CO_CHECK(weft_now() >= t0 + 20 * WEFT_MSEC);
+  /* Really cancelled: the next data goes to the next read. */
+  CO_EQ(weft_write(p[1], "ok", 2), 2);
+  CO_EQ(weft_read(p[0], buf, sizeof(buf)), 2);
+
+  /* A deadline already passed: the SQE becomes a NOP, the data stays. */
+  CO_EQ(weft_write(p[1], "k", 1), 1);
+  uring_read(p[0], buf, sizeof(buf), weft_now() - 1, &r);
+  CO_EQ(r, -ETIMEDOUT);
+  CO_EQ(weft_nop(), 0); /* the abandoned SQE was submitted with this one */
+  weft_sleep(WEFT_MSEC);
+  CO_EQ(io_pending(p[0]), 1);
+  CO_EQ(weft_read(p[0], buf, sizeof(buf)), 1);
+
+  /* A chain waiting on an empty pipe, then a nop: the deadline cancels
+   * both, and every CQE of the chain is reaped before the call returns. */
+  struct io_uring_sqe *s[2] = {weft_uring_sqe(), weft_uring_sqe()};
+  io_uring_prep_read(s[0], p[0], buf, sizeof(buf), (uint64_t)-1);
+  s[0]->flags |= IOSQE_IO_LINK;
+  io_uring_prep_nop(s[1]);
+  weft_stats s0 = io_stats();
+  CO_EQ(weft_uring_wait(s, 2, NULL, weft_now() + 10 * WEFT_MSEC), -ETIMEDOUT);
+  weft_stats s1 = io_stats();
+  CO_EQ(s1.ops_timed_out - s0.ops_timed_out, 1);
+  CO_EQ(weft_write(p[1], "x", 1), 1);
+  CO_EQ(weft_read(p[0], buf, sizeof(buf)), 1);
+
+  /* A deadline scope counts too. */
+  int64_t saved = weft_deadline_push(weft_now() + 10 * WEFT_MSEC);
+  uring_read(p[0], buf, sizeof(buf), WEFT_NO_DEADLINE, &r);
+  weft_deadline_pop(saved);
+  CO_EQ(r, -ETIMEDOUT);
+  io_close_pipe(p);
+  return NULL;
+}
+
+Test(uring, deadlines_cancel_the_op, .timeout = 30)
+{
+  rt_run(1, deadline_main, NULL);
+  rt_assert_clean();
+}
+
+struct ureader {
+  int fd;
+  int res;
+  atomic_int started;
+};
+
+static void *ureader_task(void *arg)
+{
+  struct ureader *u = arg;
+  atomic_store(&u->started, 1);
+  char buf[4];
+  uring_read(u->fd, buf, sizeof(buf), WEFT_NO_DEADLINE, &u->res);
+  return (void *)(intptr_t)u->res;
+}
+
+static void *self_cancelled_ureader(void *arg)
+{
+  struct ureader *u = arg;
+  weft_cancel(weft_task_self());
+  return ureader_task(u);
+}
+
+static void *cancel_main(void *arg)
+{
+  (void)arg;
+  int p[2];
+  CO_EQ(io_pipe(p), 0);
+  for (int s = 0; s < 2; s++) {
+    struct ureader u = {.fd = p[0]};
+    weft_task *t;
+    CO_EQ(io_spawn_on(&t, s, ureader_task, &u), 0);
+    CO_CHECK(RT_POLL(atomic_load(&u.started)));
+    CO_CHECK(io_wait_suspended(1));
+    CO_EQ(weft_cancel(t), 0);
+    void *v = NULL;
+    CO_EQ(weft_join(t, &v), -ECANCELED);
+    CO_EQ((intptr_t)v, -ECANCELED);
+  }
+  /* Cancelled before the call: -ECANCELED at once, the SQE does nothing. */
+  CO_EQ(write(p[1], "d", 1), 1);
+  struct ureader u = {.fd = p[0]};
+  weft_task *t;
+  CO_EQ(io_spawn_on(&t, 1, self_cancelled_ureader, &u), 0);
+  void *v = NULL;
+  CO_EQ(weft_join(t, &v), -ECANCELED);
+  CO_EQ((intptr_t)v, -ECANCELED);
+  weft_sleep(WEFT_MSEC);
+  CO_EQ(io_pending(p[0]), 1);
+  io_close_pipe(p);
+  return NULL;
+}
+
+Test(uring, cancel_task_waiting_in_uring_wait, .timeout = 30)
+{
+  rt_run(2, cancel_main, NULL);
+  rt_assert_clean();
+}
+
+/* ---- multishot ------------------------------------------------------------------- */
+
+static int poll_begin(weft_uring_multishot **ms, int fd)
+{
+  struct io_uring_sqe *sqe = weft_uring_sqe();
+  if (!sqe)
+    return -ENOSPC;
+  io_uring_prep_poll_multishot(sqe, fd, POLLIN);
+  return weft_uring_multishot_begin(ms, sqe);
+}
+
+static void *poll_main(void *arg)
+{
+  (void)arg;
+  int p[2];
+  CO_EQ(io_pipe(p), 0);
+  weft_uring_multishot *ms;
+  CO_EQ(poll_begin(&ms, p[0]), 0);
+  char c;
+  for (int i = 0; i < 5; i++) {
+    CO_EQ(write(p[1], "m", 1), 1);
+    int res = 0;
+    unsigned flags = 0;
+    CO_EQ(weft_uring_multishot_next(ms, &res, &flags, weft_now() + 5 * WEFT_SEC), 1);
+    CO_CHECK(res & POLLIN);
+    CO_CHECK(flags & IORING_CQE_F_MORE);
+    CO_EQ(weft_read(p[0], &c, 1), 1);
+  }
+  /* Nothing ready: a short deadline times out and the op stays active. */
+  int64_t t0 = weft_now();
+  CO_EQ(weft_uring_multishot_next(ms, NULL, NULL, t0 + 10 * WEFT_MSEC), -ETIMEDOUT);
+  CO_CHECK(weft_now() >= t0 + 10 * WEFT_MSEC);
+  CO_EQ(weft_uring_multishot_next(ms, NULL, NULL, t0), -ETIMEDOUT);
+  CO_EQ(write(p[1], "m", 1), 1);
+  int res = 0;
+  CO_EQ(weft_uring_multishot_next(ms, &res, NULL, weft_now() + 5 * WEFT_SEC), 1);
+  CO_CHECK(res & POLLIN);
+  CO_EQ(weft_read(p[0], &c, 1), 1);
+  /* CQEs that come while the coroutine is busy are queued, in order. */
+  for (int i = 0; i < 3; i++) {
+    CO_EQ(write(p[1], "m", 1), 1);
+    weft_sleep(2 * WEFT_MSEC);
+    CO_EQ(weft_read(p[0], &c, 1), 1);
+  }
+  int got = 0;
+  while (weft_uring_multishot_next(ms, &res, NULL, weft_now() + 20 * WEFT_MSEC) == 1)
+    got++;
+  CO_CHECK(got >= 1); /* wake-ups of a pipe may merge; at least one per burst */
+  weft_stats s0 = io_stats();
+  CO_EQ(weft_uring_multishot_end(ms), 0);
+  weft_stats s1 = io_stats();
+  CO_EQ(s1.ops_completed - s0.ops_completed, 1);
+  CO_EQ(s1.ops_submitted, s1.ops_completed); /* nothing left in flight */
+  io_close_pipe(p);
+  return NULL;
+}
+
+Test(uring, multishot_poll_delivers_each_cqe, .timeout = 30)
+{
+  rt_run(1, poll_main, NULL);
+  rt_assert_clean();
+}
+
+static atomic_int no_multishot_timeout;
+
+static void *timeout_ms_main(void *arg)
+{
+  (void)arg;
+  /* Unlimited ticks every 2 ms: take 4, then end it. */
+  struct __kernel_timespec ts = {.tv_sec = 0, .tv_nsec = 2 * WEFT_MSEC};
+  struct io_uring_sqe *sqe = weft_uring_sqe();
+  io_uring_prep_timeout(sqe, &ts, 0, IORING_TIMEOUT_MULTISHOT);
+  weft_uring_multishot *ms;
+  CO_EQ(weft_uring_multishot_begin(&ms, sqe), 0);
+  int res = 0;
+  unsigned flags = 0;
+  CO_EQ(weft_uring_multishot_next(ms, &res, &flags, weft_now() + 5 * WEFT_SEC), 1);
+  if (res == -EINVAL) { /* kernel < 6.4 */
+    atomic_store(&no_multishot_timeout, 1);
+    CO_EQ(weft_uring_multishot_next(ms, &res, &flags, weft_now() + 5 * WEFT_SEC), 0);
+    CO_EQ(weft_uring_multishot_end(ms), 0);
+    return NULL;
+  }
+  CO_EQ(res, -ETIME);
+  CO_CHECK(flags & IORING_CQE_F_MORE);
+  for (int i = 0; i < 3; i++) {
+    CO_EQ(weft_uring_multishot_next(ms, &res, &flags, weft_now() + 5 * WEFT_SEC), 1);
+    CO_EQ(res, -ETIME);
+    CO_CHECK(flags & IORING_CQE_F_MORE);
+  }
+  CO_EQ(weft_uring_multishot_end(ms), 0);
+
+  /* Three ticks: the last one ends the op, then next() says so. */
+  sqe = weft_uring_sqe();
+  io_uring_prep_timeout(sqe, &ts, 3, IORING_TIMEOUT_MULTISHOT);
+  CO_EQ(weft_uring_multishot_begin(&ms, sqe), 0);
+  for (int i = 0; i < 3; i++) {
+    CO_EQ(weft_uring_multishot_next(ms, &res, &flags, weft_now() + 5 * WEFT_SEC), 1);
+    CO_EQ(res, -ETIME);
+    CO_EQ(!!(flags & IORING_CQE_F_MORE), i < 2);
+  }
+  CO_EQ(weft_uring_multishot_next(ms, &res, &flags, weft_now() + 5 * WEFT_SEC), 0);
+  CO_EQ(weft_uring_multishot_next(ms, &res, &flags, WEFT_NO_DEADLINE), 0);
+  CO_EQ(weft_uring_multishot_end(ms), 0);
+  return NULL;
+}
+
+Test(uring, multishot_timeout_ticks, .timeout = 30)
+{
+  rt_run(1, timeout_ms_main, NULL);
+  if (atomic_load(&no_multishot_timeout))
+    cr_skip_test("multishot timeouts need kernel 6.4");
+  rt_assert_clean();
+}
+
+/* A task blocked in next() is cancellable; end() then finishes the op. */
+static void *ms_waiter(void *arg)
+{
+  int fd = *(int *)arg;
+  weft_uring_multishot *ms;
+  int r = poll_begin(&ms, fd);
+  if (r < 0)
+    return (void *)(intptr_t)r;
+  r = weft_uring_multishot_next(ms, NULL, NULL, WEFT_NO_DEADLINE);
+  int again = weft_uring_multishot_next(ms, NULL, NULL, WEFT_NO_DEADLINE);
+  CO_EQ(again, -ECANCELED);
+  CO_EQ(weft_uring_multishot_end(ms), 0);
+  return (void *)(intptr_t)r;
+}
+
+static void *ms_cancel_main(void *arg)
+{
+  (void)arg;
+  int p[2];
+  CO_EQ(io_pipe(p), 0);
+  for (int s = 0; s < 2; s++) {
+    weft_task *t;
+    CO_EQ(io_spawn_on(&t, s, ms_waiter, &p[0]), 0);
+    CO_CHECK(io_wait_suspended(1));
+    CO_EQ(weft_cancel(t), 0);
+    void *v = NULL;
+    CO_EQ(weft_join(t, &v), -ECANCELED);
+    CO_EQ((intptr_t)v, -ECANCELED);
+  }
+  weft_stats s = io_stats();
+  CO_EQ(s.ops_submitted, s.ops_completed);
+  io_close_pipe(p);
+  return NULL;
+}
+
+Test(uring, multishot_next_is_cancellable, .timeout = 30)
+{
+  rt_run(2, ms_cancel_main, NULL);
+  rt_assert_clean();
+}
+
+/* Shutdown with a task blocked in next(): the stop cancels it and it ends
+ * its op as documented. */
+static void *ms_shutdown_main(void *arg)
+{
+  int *fd = arg;
+  for (int s = 0; s < 2; s++)
+    CO_EQ(io_spawn_on(NULL, s, ms_waiter, fd), 0);
+  CO_CHECK(io_wait_suspended(2));
+  return NULL;
+}
+
+Test(uring, multishot_waiters_at_shutdown, .timeout = 30)
+{
+  int p[2];
+  cr_assert_eq(io_pipe(p), 0);
+  rt_run(2, ms_shutdown_main, &p[0]);
+  rt_assert_clean();
+  io_close_pipe(p);
+}
+
+/* end() must wait for the op's last CQE whatever the caller's deadline
+ * scope says: ms (which the kernel still points at) is freed afterwards. */
+static void *ms_end_scope_main(void *arg)
+{
+  (void)arg;
+  int p[2];
+  CO_EQ(io_pipe(p), 0);
+  weft_uring_multishot *ms;
+  CO_EQ(poll_begin(&ms, p[0]), 0);
+  CO_EQ(weft_nop(), 0); /* the poll is in the kernel now */
+  int64_t saved = weft_deadline_push(weft_now() - 1);
+  CO_EQ(weft_uring_multishot_end(ms), 0);
+  weft_deadline_pop(saved);
+  weft_stats s = io_stats();
+  CO_EQ(s.ops_submitted, s.ops_completed);
+  io_close_pipe(p);
+  return NULL;
+}
+
+Test(uring, multishot_end_in_an_expired_scope, .timeout = 10)
+{
+  rt_run(1, ms_end_scope_main, NULL);
+  rt_assert_clean();
+}
+
+/* ---- multishot ops pin their coroutine ------------------------------------------------------ */
+
+#define YIELDS 3000
+
+struct stay {
+  int p[2];
+  atomic_int moved;     /* the multishot task changed shard while active */
+  atomic_int busy_done;
+};
+
+static void *busy_yielder(void *arg)
+{
+  struct stay *st = arg;
+  for (int i = 0; i < YIELDS; i++)
+    weft_yield();
+  atomic_fetch_add(&st->busy_done, 1);
+  return NULL;
+}
+
+static void *ms_stayer(void *arg)
+{
+  struct stay *st = arg;
+  weft_uring_multishot *ms;
+  CO_EQ(poll_begin(&ms, st->p[0]), 0);
+  int home = weft_shard_id();
+  for (int i = 0; i < YIELDS; i++) {
+    weft_yield();
+    if (weft_shard_id() != home)
+      atomic_fetch_add(&st->moved, 1);
+    if (i % 500 == 0) { /* and its CQEs keep coming to it */
+      char c;
+      CO_EQ(write(st->p[1], "s", 1), 1);
+      CO_EQ(weft_uring_multishot_next(ms, NULL, NULL, weft_now() + 5 * WEFT_SEC), 1);
+      CO_EQ(weft_read(st->p[0], &c, 1), 1);
+      if (weft_shard_id() != home)
+        atomic_fetch_add(&st->moved, 1);
+    }
+  }
+  CO_EQ(weft_uring_multishot_end(ms), 0);
+  return NULL;
+}
+
+static void *stay_main(void *arg)
+{
+  struct stay *st = arg;
+  CO_EQ(io_pipe(st->p), 0);
+  weft_stats s0 = io_stats();
+  weft_spawn_opts o;
+  weft_spawn_opts_init(&o);
+  o.placement = WEFT_PLACE_STEALABLE_PREFERRED;
+  o.shard = 0;
+  weft_task *t[17];
+  for (int i = 0; i < 16; i++)
+    CO_EQ(weft_spawn(&t[i], &o, busy_yielder, st), 0);
+  CO_EQ(weft_spawn(&t[16], &o, ms_stayer, st), 0);
+  for (int i = 0; i < 17; i++)
+    CO_EQ(weft_join(t[i], NULL), 0);
+  weft_stats s1 = io_stats();
+  /* Stealing was going on (else the test shows nothing)... */
+  CO_CHECK(s1.steal_success > s0.steal_success);
+  /* ...and never took the task with the active op. */
+  CO_EQ(atomic_load(&st->moved), 0);
+  io_close_pipe(st->p);
+  return NULL;
+}
+
+Test(uring, multishot_task_stays_on_its_shard, .timeout = 60)
+{
+  struct stay st = {0};
+  rt_run(2, stay_main, &st);
+  rt_assert_clean();
+}
