@@ -207,6 +207,9 @@ int weft_blocking_dl(void *(*fn)(void *), void *arg, void **ret, int64_t deadlin
   }
   if (atomic_load_explicit(&t->cancelled, memory_order_relaxed))
     return -ECANCELED;
+  int64_t dl = t->deadline >= 0 && (deadline < 0 || t->deadline < deadline) ? t->deadline : deadline;
+  if (dl >= 0 && dl <= weft__now())
+    return -ETIMEDOUT; /* do not start a job we would then have to wait out */
   weft__pool *p = &sh->rt->pool;
   weft__job j = {.fn = fn, .arg = arg};
   weft__waitq_init(&j.done_q);

@@ -242,6 +242,10 @@ void weft__shard_ready(weft__shard *sh, weft_task *t);
 void weft__shard_ready_local(weft__shard *sh, weft_task *t);
 /* Hands t to sh from another thread, waking sh if it sleeps. */
 void weft__shard_push_remote(weft__shard *sh, weft_task *t);
+/* True when sh has nothing to do but the running task: no runnable task,
+ * inbox entry, completion, queued SQE or due timer (sh's thread). Work done
+ * inline by the running task then delays nobody. */
+bool weft__shard_idle_otherwise(weft__shard *sh);
 /* Wakes sh if it sleeps (coalesced). */
 void weft__shard_notify(weft__shard *sh);
 /* Suspends the running task t (already registered wherever it waits). */

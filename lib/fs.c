@@ -355,19 +355,6 @@ int weft_close(int fd)
 
 /* ---- reads and writes ------------------------------------------------------------ */
 
-/* Nothing else for the shard to do: taking the page cache's data inline
- * then delays nobody. */
-static bool shard_has_nothing_else(weft__shard *sh)
-{
-  if (sh->runq_head || weft__deque_len(&sh->deque) || sh->sq_pending ||
-      io_uring_cq_ready(&sh->ring) ||
-      (IO_URING_READ_ONCE(*sh->ring.sq.kflags) & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)) ||
-      atomic_load_explicit(&sh->inbox, memory_order_relaxed))
-    return false;
-  int64_t next = weft__timer_next(&sh->timers);
-  return next < 0 || next > weft__now();
-}
-
 /* preadv2(RWF_NOWAIT): served from the page cache or -EAGAIN, never waits
  * for the disk. True with *res set when it gave the answer. */
 static bool pread_nowait(weft_task *t, int fd, void *buf, size_t n, off_t off,
@@ -407,7 +394,7 @@ ssize_t weft_pread_dl(int fd, void *buf, size_t n, off_t off, int64_t deadline)
   ssize_t r;
   if (t && n && atomic_load_explicit(&weft__fs_nowait, memory_order_relaxed) &&
       !atomic_load_explicit(&weft__fs_force_pool, memory_order_relaxed) &&
-      shard_has_nothing_else(t->shard) && pread_nowait(t, fd, buf, n, off, deadline, &r))
+      weft__shard_idle_otherwise(t->shard) && pread_nowait(t, fd, buf, n, off, deadline, &r))
     return r;
   weft__fs_call c = {.op = IORING_OP_READ, .fd = fd, .buf = buf, .len = n, .off = off};
   return weft__fs_run(&c, deadline);

@@ -21,10 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Newer than liburing 2.3's headers; the kernel is probed before use. */
-#ifndef IORING_OP_FTRUNCATE
-#define IORING_OP_FTRUNCATE 55
-#endif
+#include "uring_compat.h"
 
 /* Test hooks. force_pool: every call takes the pool/system-call path.
  * refused: bit n set = treat opcode n as missing from the kernel.

@@ -16,19 +16,22 @@ int weft__futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t deadline
     ts.tv_nsec = deadline % 1000000000;
     tsp = &ts;
   }
-  /* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC time. */
+  /* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC time. The
+   * caller's errno is left as it was. */
+  int saved = errno;
   long r = syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG,
                    expected, tsp, NULL, FUTEX_BITSET_MATCH_ANY);
-  if (r == 0)
-    return 0;
-  int e = errno;
-  if (e == EAGAIN)
+  int e = r == 0 ? 0 : errno;
+  errno = saved;
+  if (e == 0 || e == EAGAIN)
     return 0;
   return -e;
 }
 
 void weft__futex_wake(_Atomic uint32_t *word, int n)
 {
+  int saved = errno;
   syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, n < 0 ? INT_MAX : n,
           NULL, NULL, 0);
+  errno = saved;
 }

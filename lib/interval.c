@@ -57,6 +57,8 @@ int weft_interval_next(weft_interval *iv)
 {
   if (!iv)
     return -EINVAL;
+  /* Late means the caller came for this tick after it was due. */
+  bool late = weft__now() > iv->next;
   int r = weft_sleep_until(iv->next); /* -ETIMEDOUT from a deadline scope */
   if (r < 0)
     return r;
@@ -67,9 +69,9 @@ int weft_interval_next(weft_interval *iv)
     iv->next = due + iv->period; /* late ticks follow back to back */
     break;
   case WEFT_MISSED_DELAY:
-    /* A tick counts as missed once the next one is due too; a tick that is
-     * merely a little late keeps the grid. */
-    iv->next = now >= due + iv->period ? now + iv->period : due + iv->period;
+    /* Restart the schedule from a late tick; on-time ticks keep the grid
+     * (the wake-up's own latency does not make a tick late). */
+    iv->next = late ? now + iv->period : due + iv->period;
     break;
   case WEFT_MISSED_SKIP:
     iv->next = due + iv->period;

@@ -39,7 +39,7 @@ static int wait_ready(int fd, short events, int64_t deadline)
  * may take the data, or the pipe have less room than we write): transfer with
  * RWF_NOWAIT and poll again on -EAGAIN, so the deadline holds. Descriptors
  * that do not support RWF_NOWAIT get the plain call. */
-static ssize_t plain_rw(int fd, void *buf, size_t n, int64_t deadline, bool write_op)
+static ssize_t plain_rw_errno(int fd, void *buf, size_t n, int64_t deadline, bool write_op)
 {
   struct iovec iov = {.iov_base = buf, .iov_len = n};
   bool nowait = deadline >= 0;
@@ -65,6 +65,15 @@ static ssize_t plain_rw(int fd, void *buf, size_t n, int64_t deadline, bool writ
     }
     return -e;
   }
+}
+
+/* The system calls above set errno; the caller's errno is left as it was. */
+static ssize_t plain_rw(int fd, void *buf, size_t n, int64_t deadline, bool write_op)
+{
+  int saved = errno;
+  ssize_t r = plain_rw_errno(fd, buf, n, deadline, write_op);
+  errno = saved;
+  return r;
 }
 
 static ssize_t plain_read(int fd, void *buf, size_t n, int64_t deadline)

@@ -71,6 +71,10 @@ int weft__op_prepare(weft__op *op, int64_t deadline)
   if (op->deadline >= 0 && op->deadline <= weft__now())
     return op->res = -ETIMEDOUT;
   op->sh = t->shard;
+  /* Room for the deadline timer now, so arming it after the SQE is in the
+   * ring cannot fail (the op would lose its deadline). */
+  if (op->deadline >= 0 && weft__timer_reserve(&op->sh->timers) < 0)
+    return op->res = -ENOMEM;
   return 0;
 }
 
@@ -131,10 +135,8 @@ int weft__op_wait(weft__op *op)
   if (op->deadline >= 0) {
     op->timer.deadline = op->deadline;
     op->timer.fire = on_deadline;
-    if (weft__timer_arm(&sh->timers, &op->timer) == 0)
-      weft__count(&sh->stats.timers_armed, 1);
-    else
-      op->deadline = -1; /* no memory for the heap: wait without a deadline */
+    weft__timer_arm(&sh->timers, &op->timer); /* reserved in prepare: cannot fail */
+    weft__count(&sh->stats.timers_armed, 1);
   }
   sh->inflight++;
   weft__count(&sh->stats.ops_submitted, 1);
@@ -150,6 +152,13 @@ int weft__op_wait(weft__op *op)
   weft__task_suspend(t);
 
   int res = op->res;
+  /* An op interrupted in a kernel worker (a blocking open, say) ends with
+   * -EINTR or a kernel-internal restart code (-ERESTARTSYS .. 516) rather
+   * than -ECANCELED: all mean "cancelled" when we asked for it. */
+  if (res <= -512 && res >= -516)
+    res = -EINTR;
+  if (res == -EINTR && op->cancel_requested)
+    res = -ECANCELED;
   if (res == -ECANCELED && op->timed_out &&
       !atomic_load_explicit(&t->cancelled, memory_order_relaxed))
     res = -ETIMEDOUT;
@@ -189,7 +198,25 @@ void weft__op_drain_cancels(weft__shard *sh)
     weft__op *next = op->cancel_next;
     if (!op->done) {
       struct io_uring_sqe *sqe = weft__ring_sqe(sh);
-      if (sqe) {
+      if (!sqe) {
+        /* No SQE even after a submit: keep the ops still in flight for
+         * the next pass rather than lose a cancel (the op would never end).
+         * Finished ones are dropped: their frames may be gone soon. */
+        while (op) {
+          next = op->cancel_next;
+          if (!op->done) {
+            weft__op *head = atomic_load_explicit(&sh->cancel_inbox, memory_order_relaxed);
+            do {
+              op->cancel_next = head;
+            } while (!atomic_compare_exchange_weak_explicit(&sh->cancel_inbox, &head, op,
+                                                            memory_order_release,
+                                                            memory_order_relaxed));
+          }
+          op = next;
+        }
+        return;
+      }
+      {
         /* Every SQE of a chain carries the op as user_data: cancel them all. */
         io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)op,
                                op->nsqe > 1 ? IORING_ASYNC_CANCEL_ALL : 0);

@@ -193,12 +193,16 @@ void weft__ring_send_wake(weft__shard *to)
       return;
     }
   }
+  /* This runs on whatever thread woke a task (a user's thread too): leave
+   * its errno as it was. */
+  int saved = errno;
   int mode = atomic_load_explicit(&ringless_ok, memory_order_relaxed);
   if (mode >= 0) {
     int r = send_ringless(to->ring_fd);
     if (r >= 0) {
       if (mode == 0)
         atomic_store_explicit(&ringless_ok, 1, memory_order_relaxed);
+      errno = saved;
       return;
     }
     if (r == -EINVAL || r == -EOPNOTSUPP || r == -ENOSYS)
@@ -209,4 +213,5 @@ void weft__ring_send_wake(weft__shard *to)
      * next waker try rather than leave a wake-up marked as on its way. */
     atomic_store_explicit(&to->wake_pending, 0, memory_order_release);
   }
+  errno = saved;
 }

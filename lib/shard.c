@@ -18,6 +18,7 @@
 #include "op.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -291,6 +292,14 @@ static bool has_work(weft__shard *sh)
          (IO_URING_READ_ONCE(*sh->ring.sq.kflags) & (IORING_SQ_CQ_OVERFLOW | IORING_SQ_TASKRUN));
 }
 
+bool weft__shard_idle_otherwise(weft__shard *sh)
+{
+  if (has_work(sh) || sh->sq_pending)
+    return false;
+  int64_t next = weft__timer_next(&sh->timers);
+  return next < 0 || next > weft__now();
+}
+
 static bool should_exit(weft__shard *sh)
 {
   /* Every task has returned, so no op of a task is in flight; the count
@@ -406,6 +415,13 @@ static void report_started(weft__shard *sh, int result)
 void *weft__shard_main(void *arg)
 {
   weft__shard *sh = arg;
+  /* A write to a broken pipe or socket raises SIGPIPE on the thread that
+   * submitted it, which would kill the process: weft reports -EPIPE instead.
+   * Blocked here, it stays pending on this thread and is never delivered. */
+  sigset_t pipe_set;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, NULL);
   set_thread_identity(sh);
   weft__timer_heap_init(&sh->timers);
   sh->steal.cursor = (unsigned)(sh->id + 1);

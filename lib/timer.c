@@ -62,6 +62,22 @@ static void sift_down(weft__timer_heap *h, uint32_t i)
   place(h, i, t);
 }
 
+int weft__timer_reserve(weft__timer_heap *h)
+{
+  if (h->n < h->cap)
+    return 0;
+  uint32_t cap = h->cap ? h->cap * 2 : 64;
+  weft__timer **v = weft__malloc((size_t)cap * sizeof(*v));
+  if (!v)
+    return -ENOMEM;
+  for (uint32_t i = 0; i < h->n; i++)
+    v[i] = h->v[i];
+  free(h->v);
+  h->v = v;
+  h->cap = cap;
+  return 0;
+}
+
 int weft__timer_arm(weft__timer_heap *h, weft__timer *t)
 {
   if (weft__timer_armed(t))

@@ -40,6 +40,8 @@ static inline bool weft__timer_armed(const weft__timer *t)
 
 void weft__timer_heap_init(weft__timer_heap *h);
 void weft__timer_heap_term(weft__timer_heap *h);
+/* Makes sure the next arm cannot fail: 0, or -ENOMEM. */
+int weft__timer_reserve(weft__timer_heap *h);
 /* Arms t for t->deadline. -ENOMEM if the heap cannot grow. */
 int weft__timer_arm(weft__timer_heap *h, weft__timer *t);
 /* Disarms t if it is armed. */

@@ -18,9 +18,7 @@ struct io_uring_sqe *weft_uring_sqe(void)
   weft__shard *sh = t->shard;
   /* The first SQE of what may be a chain: give the chain the whole SQ, so a
    * chain up to ring_entries long is never split. */
-  unsigned space = io_uring_sq_space_left(&sh->ring);
-  if (!sh->uring_unadopted && io_uring_sq_ready(&sh->ring) && space < 8 &&
-      space < *sh->ring.sq.kring_entries) {
+  if (!sh->uring_unadopted && io_uring_sq_ready(&sh->ring)) {
     sh->sq_pending = 0;
     io_uring_submit(&sh->ring);
     weft__count(&sh->stats.enters, 1);
@@ -60,8 +58,14 @@ int weft_uring_wait(struct io_uring_sqe **sqes, unsigned n, unsigned *cqe_flags,
       weft__op_abandon(&op, sqes, n);
     return r;
   }
-  for (unsigned i = 0; i < n; i++)
+  for (unsigned i = 0; i < n; i++) {
+    /* weft needs every CQE, and a link must not reach past the op into the
+     * next SQE of somebody else. */
+    sqes[i]->flags &= (unsigned char)~IOSQE_CQE_SKIP_SUCCESS;
+    if (i == n - 1)
+      sqes[i]->flags &= (unsigned char)~(IOSQE_IO_LINK | IOSQE_IO_HARDLINK);
     weft__op_adopt(&op, sqes[i]);
+  }
   r = weft__op_wait(&op);
   if (cqe_flags)
     *cqe_flags = op.cflags;
@@ -129,6 +133,10 @@ int weft_uring_multishot_begin(weft_uring_multishot **out, struct io_uring_sqe *
 {
   if (!out || !sqe)
     return -EINVAL;
+  weft__shard *cur = weft__shard_self();
+  if (cur)
+    cur->uring_unadopted = 0; /* this SQE is adopted below (or abandoned) */
+  sqe->flags &= (unsigned char)~(IOSQE_CQE_SKIP_SUCCESS | IOSQE_IO_LINK | IOSQE_IO_HARDLINK);
   struct weft_uring_multishot *ms = weft__calloc(1, sizeof(*ms));
   int r = ms ? weft__op_prepare(&ms->op, WEFT_NO_DEADLINE) : -ENOMEM;
   if (r < 0) {

@@ -20,4 +20,9 @@
 #define IORING_MSG_RING_FLAGS_PASS (1U << 1)
 #endif
 
+/* IORING_OP_FTRUNCATE (kernel 6.9). */
+#ifndef IORING_OP_FTRUNCATE
+#define IORING_OP_FTRUNCATE 55
+#endif
+
 #endif

@@ -48,9 +48,9 @@ WEFT_API int64_t weft_deadline(void);
 enum weft_missed_tick {
   WEFT_MISSED_BURST = 0, /* fire the missed ticks at once, one per call,
                             until the schedule is caught up */
-  WEFT_MISSED_DELAY,     /* after a missed tick (the next one was due too),
-                            next tick one period after the late one; a tick
-                            that is only a little late keeps the grid */
+  WEFT_MISSED_DELAY,     /* when next() is called after the tick was due,
+                            the next tick is one period after that late one;
+                            ticks waited for in time keep the grid */
   WEFT_MISSED_SKIP,      /* drop missed ticks; next tick on the original grid */
 };
 

@@ -19,7 +19,9 @@
  *
  * Safety contract: between weft_uring_sqe() and weft_uring_wait() call
  * nothing else of weft (the SQEs sit unsubmitted in the ring); weft owns
- * user_data. Everything the SQEs point to must stay valid until
+ * user_data, clears IOSQE_CQE_SKIP_SUCCESS (it needs every CQE) and clears
+ * IOSQE_IO_LINK / IO_HARDLINK on an op's last SQE (a link must not reach the
+ * next op). Everything the SQEs point to must stay valid until
  * weft_uring_wait returns - which is after the kernel has posted every CQE,
  * on every path (deadline, cancellation).
  *
@@ -71,12 +73,14 @@ WEFT_API int weft_uring_wait(struct io_uring_sqe **sqes, unsigned n, unsigned *c
 typedef struct weft_uring_multishot weft_uring_multishot;
 
 /* Submits sqe as a multishot op. Returns 0, -EPERM (plain thread), -ENOMEM,
- * -ECANCELED (the SQE is turned into a NOP). */
+ * -ECANCELED or -ETIMEDOUT (the task is cancelled, or its deadline scope has
+ * ended: the SQE is turned into a NOP). */
 WEFT_API int weft_uring_multishot_begin(weft_uring_multishot **ms, struct io_uring_sqe *sqe);
 
 /* Waits for the next CQE: returns 1 and its res/flags, 0 once the op has
  * ended (its last CQE, without IORING_CQE_F_MORE, was returned before),
- * -ETIMEDOUT when the deadline passes first (the op stays active),
+ * -ETIMEDOUT when the deadline passes first (the op stays active), -ENOMEM
+ * when a CQE could not be queued for lack of memory,
  * -ECANCELED when the task is cancelled (the op is cancelled too; keep
  * calling to drain it, or call end). */
 WEFT_API int weft_uring_multishot_next(weft_uring_multishot *ms, int *res, unsigned *flags,

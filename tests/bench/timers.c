@@ -226,7 +226,8 @@ static int bench_storm(bool quick)
   double rv = bench_min(ref, (size_t)reps);
   double med = bench_median(v, (size_t)reps);
   bench_print("timers", "storm_round_ns", best_v, "clock_gettime_x9_ns", rv, best_v / rv,
-              ",\"median_ns\":%.1f,\"nanosleep_1us_round_ns\":%.1f,\"rounds\":%d,\"timers_per_round\":%d,\"total_ms\":%.3f,"
+              ",\"median_ns\":%.1f,\"nanosleep_1us_round_ns\":%.1f,\"rounds\":%d,"
+              "\"timers_per_round\":%d,\"total_ms\":%.3f,"
               "\"armed\":%llu,\"cancelled\":%llu,\"fired\":%llu,\"late_timeouts\":%d,"
               "\"enters_per_round\":%.2f,\"parks_per_round\":%.2f",
               med, bench_min(ns, (size_t)reps), ROUNDS, WORKERS + 1, best_v * ROUNDS / 1e6,

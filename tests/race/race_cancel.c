@@ -7,8 +7,9 @@
  * coroutines on both shards feed the pipes byte by byte, readers are
  * cancelled at the same time from coroutines on both shards and from two
  * plain threads - so cancels race the completions, each other, and tasks
- * that have not started yet (some are cancelled right after the submit). At the end of the round every reader still
- * blocked is cancelled and all are joined.
+ * that have not started yet (some are cancelled right after the submit).
+ * At the end of the round every reader still blocked is cancelled and all
+ * are joined.
  *
  * Checks: every reader ends (read one byte, -ECANCELED, or never ran), and
  * no byte is lost or duplicated: bytes read + bytes left in the pipes ==

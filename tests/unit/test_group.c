@@ -8,6 +8,8 @@
  */
 #include "io_helpers.h"
 
+#include "fault.h"
+
 #include <pthread.h>
 
 /* ---- waiting and results ------------------------------------------------------------ */
@@ -595,4 +597,46 @@ Test(group, waitq_wakeup_racing_wait_across_shards, .timeout = 60)
   rt_assert_clean();
   cr_log_info("%d rounds", rounds);
   cr_assert_gt(rounds, 0);
+}
+
+/* ---- out of memory --------------------------------------------------------------- */
+
+static void *oom_cancel_main(void *arg)
+{
+  (void)arg;
+  struct blockers b;
+  blockers_init(&b);
+  weft_group *g;
+  CO_EQ(weft_group_create(&g), 0);
+  for (int i = 0; i < 6; i++)
+    CO_EQ(group_spawn_on(g, i % 2, blocking_member, &b), 0);
+  CO_CHECK(RT_POLL(atomic_load(&b.started) == 6));
+  CO_CHECK(io_wait_suspended(6));
+  /* No memory for the list of members to cancel: they are cancelled anyway. */
+  weft__fault_arm(WEFT__FAULT_MALLOC, 1);
+  CO_EQ(weft_group_cancel(g), 0);
+  weft__fault_arm(WEFT__FAULT_MALLOC, 0);
+  CO_EQ(weft_group_wait(g), -ECANCELED);
+  CO_EQ(atomic_load(&b.results[0]), 6);
+  CO_EQ(weft_group_destroy(g), -ECANCELED);
+  blockers_term(&b);
+  return NULL;
+}
+
+Test(group, out_of_memory, .timeout = 30)
+{
+  weft_group *g = NULL;
+  weft__fault_arm(WEFT__FAULT_MALLOC, 1);
+  cr_assert_eq(weft_group_create(&g), -ENOMEM);
+  cr_assert_null(g);
+  weft_cancel_token *tok = NULL;
+  for (int nth = 1; nth <= 2; nth++) { /* the token, then its event */
+    weft__fault_arm(WEFT__FAULT_MALLOC, nth);
+    cr_assert_eq(weft_cancel_token_create(&tok), -ENOMEM);
+    cr_assert_null(tok);
+  }
+  weft__fault_arm(WEFT__FAULT_MALLOC, 0);
+  rt_run(2, oom_cancel_main, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
 }

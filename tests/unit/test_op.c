@@ -10,6 +10,8 @@
  */
 #include "io_helpers.h"
 
+#include "fault.h"
+
 #include <pthread.h>
 #include <signal.h>
 
@@ -549,7 +551,7 @@ Test(op, tiny_ring_one_shard, .timeout = 120)
   rt_assert_clean();
 }
 
-/* ---- shutdown with blocked coroutines ---------------------------------------------------- */
+/* ---- shutdown with blocked coroutines ----------------------------------------------- */
 
 #define BLOCKED 10000
 #define PIPES 4
@@ -557,6 +559,8 @@ Test(op, tiny_ring_one_shard, .timeout = 120)
 struct blocked {
   int p[PIPES][2];
   weft_event *never;
+  weft_timer *tm;
+  weft_cancel_token *tok;
   atomic_int started, cancelled, other;
 };
 
@@ -566,10 +570,12 @@ static void *blocked_task(void *arg)
   int i = atomic_fetch_add(&b->started, 1);
   char buf[8];
   long long r;
-  switch (i % 3) {
+  switch (i % 5) {
   case 0: r = weft_read(b->p[i % PIPES][0], buf, sizeof(buf)); break;
   case 1: r = weft_sleep(3600 * WEFT_SEC); break;
-  default: r = weft_event_wait(b->never); break;
+  case 2: r = weft_event_wait(b->never); break;
+  case 3: r = weft_timer_wait(b->tm); break;
+  default: r = weft_cancel_token_wait(b->tok, weft_now() + 3600 * WEFT_SEC); break;
   }
   atomic_fetch_add(r == -ECANCELED ? &b->cancelled : &b->other, 1);
   return NULL;
@@ -591,6 +597,8 @@ Test(op, shutdown_cancels_ten_thousand_blocked, .timeout = 120)
   for (int i = 0; i < PIPES; i++)
     cr_assert_eq(io_pipe(b.p[i]), 0);
   cr_assert_eq(weft_event_create(&b.never, 0), 0);
+  cr_assert_eq(weft_timer_create(&b.tm, WEFT_NO_DEADLINE), 0);
+  cr_assert_eq(weft_cancel_token_create(&b.tok), 0);
   weft_config c;
   rt_cfg(&c, 2);
   c.stack_size = 64 * 1024;
@@ -607,6 +615,8 @@ Test(op, shutdown_cancels_ten_thousand_blocked, .timeout = 120)
     io_close_pipe(b.p[i]);
   }
   weft_event_destroy(b.never);
+  weft_timer_destroy(b.tm);
+  weft_cancel_token_destroy(b.tok);
   rt_assert_no_leaks();
 }
 
@@ -741,10 +751,49 @@ Test(op, plain_threads_racing_for_one_byte_with_deadlines, .timeout = 30)
     for (int i = 0; i < 2; i++)
       pthread_join(th[i], NULL);
     pthread_barrier_destroy(&go);
-    int ones = (pr[0].r == 1) + (pr[1].r == 1), touts = (pr[0].r == -ETIMEDOUT) + (pr[1].r == -ETIMEDOUT);
+    int ones = (pr[0].r == 1) + (pr[1].r == 1);
+    int touts = (pr[0].r == -ETIMEDOUT) + (pr[1].r == -ETIMEDOUT);
     cr_assert(ones == 1 && touts == 1, "round %d: results %zd and %zd", round, pr[0].r, pr[1].r);
     char c;
     cr_assert_eq(read(p[0], &c, 1), 1); /* the second byte, still there */
   }
   io_close_pipe(p);
+}
+
+/* ---- out of memory --------------------------------------------------------------- */
+
+/* No memory to arm a read's deadline timer (the shard's heap has no array
+ * yet): the call must not turn into a read without deadline - it fails
+ * (-ENOMEM) or still times out. A helper writes a byte after 300 ms, so
+ * that a read that lost its deadline ends (with 1) instead of hanging. */
+static void *late_writer(void *arg)
+{
+  int fd = *(int *)arg;
+  weft_sleep(300 * WEFT_MSEC);
+  return (void *)(intptr_t)write(fd, "L", 1);
+}
+
+static void *oom_deadline_main(void *arg)
+{
+  (void)arg;
+  int p[2];
+  CO_EQ(io_pipe(p), 0);
+  weft_task *t;
+  CO_EQ(io_spawn_on(&t, 0, late_writer, &p[1]), 0); /* runs once main waits */
+  char c;
+  weft__fault_arm(WEFT__FAULT_MALLOC, 1);
+  ssize_t r = weft_read_dl(p[0], &c, 1, weft_now() + 20 * WEFT_MSEC);
+  weft__fault_arm(WEFT__FAULT_MALLOC, 0);
+  CO_CHECK(r == -ENOMEM || r == -ETIMEDOUT);
+  if (r != -ENOMEM && r != -ETIMEDOUT)
+    CO_EQ(r, -ETIMEDOUT);
+  CO_EQ(rt_join_int(t), 1);
+  io_close_pipe(p);
+  return NULL;
+}
+
+Test(op, read_deadline_without_memory_for_its_timer, .timeout = 30)
+{
+  rt_run(1, oom_deadline_main, NULL);
+  rt_assert_clean();
 }

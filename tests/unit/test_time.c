@@ -11,6 +11,9 @@
  */
 #include "io_helpers.h"
 
+#include "fault.h"
+#include "timer.h"
+
 /* ---- sleeping --------------------------------------------------------------------- */
 
 static void *sleep_main(void *arg)
@@ -203,6 +206,86 @@ Test(time, timers_fire_in_deadline_order_per_shard, .timeout = 60)
   free(g_order);
 }
 
+/* ---- the timer heap itself ---------------------------------------------------------- */
+
+#define HT 512
+
+struct htimer {
+  weft__timer tm;
+  bool armed;  /* the model's view */
+  int fired;
+};
+
+static int64_t ht_last_fired;
+static int ht_order_errors;
+
+static void ht_fire(weft__timer *t)
+{
+  struct htimer *h = (struct htimer *)(void *)t;
+  if (t->deadline < ht_last_fired)
+    ht_order_errors++;
+  ht_last_fired = t->deadline;
+  h->fired++;
+}
+
+/* Random arms (fresh and re-arms), cancels and runs against a plain model:
+ * every run fires exactly the armed timers that are due, earliest first. */
+Test(time, timer_heap_matches_a_model, .timeout = 30)
+{
+  weft__timer_heap heap;
+  weft__timer_heap_init(&heap);
+  static struct htimer t[HT];
+  for (int i = 0; i < HT; i++)
+    weft__timer_init(&t[i].tm, ht_fire);
+  unsigned seed = 7;
+  int64_t now = 0;
+  for (int step = 0; step < 200000; step++) {
+    int i = rand_r(&seed) % HT;
+    switch (rand_r(&seed) % 4) {
+    case 0:
+    case 1:
+      t[i].tm.deadline = now + rand_r(&seed) % 1000;
+      cr_assert_eq(weft__timer_arm(&heap, &t[i].tm), 0);
+      t[i].armed = true;
+      break;
+    case 2:
+      weft__timer_cancel(&heap, &t[i].tm);
+      t[i].armed = false;
+      break;
+    case 3: {
+      now += rand_r(&seed) % 200;
+      int due = 0;
+      for (int k = 0; k < HT; k++) {
+        t[k].fired = 0;
+        due += t[k].armed && t[k].tm.deadline <= now;
+      }
+      ht_last_fired = INT64_MIN;
+      cr_assert_eq(weft__timer_run(&heap, now), (unsigned)due);
+      for (int k = 0; k < HT; k++) {
+        bool should = t[k].armed && t[k].tm.deadline <= now;
+        cr_assert_eq(t[k].fired, should ? 1 : 0, "timer %d at step %d", k, step);
+        if (should)
+          t[k].armed = false;
+        cr_assert_eq(weft__timer_armed(&t[k].tm), t[k].armed);
+      }
+      break;
+    }
+    }
+    int n = 0;
+    int64_t min = -1;
+    for (int k = 0; k < HT; k++)
+      if (t[k].armed) {
+        n++;
+        if (min < 0 || t[k].tm.deadline < min)
+          min = t[k].tm.deadline;
+      }
+    cr_assert_eq(heap.n, (uint32_t)n);
+    cr_assert_eq(weft__timer_next(&heap), min);
+  }
+  cr_assert_eq(ht_order_errors, 0);
+  weft__timer_heap_term(&heap);
+}
+
 /* ---- intervals ------------------------------------------------------------------ */
 
 #define PERIOD (10 * WEFT_MSEC)
@@ -323,6 +406,32 @@ static void *delay_on_time_main(void *arg)
 Test(time, interval_delay_keeps_the_grid_when_on_time, .timeout = 30)
 {
   rt_run(1, delay_on_time_main, NULL);
+  rt_assert_clean();
+}
+
+/* Busy past one tick but not the next (half a period): that tick was
+ * missed too ("the coroutine was busy past it", weft/time.h), so DELAY
+ * restarts one period after the late tick rather than keeping the grid. */
+static void *delay_half_main(void *arg)
+{
+  (void)arg;
+  weft_interval *iv;
+  CO_EQ(weft_interval_create(&iv, PERIOD, weft_now() + PERIOD, WEFT_MISSED_DELAY), 0);
+  CO_EQ(weft_interval_next(iv), 0);
+  int64_t due = weft_interval_deadline(iv);
+  io_busy(due + PERIOD / 2 - weft_now()); /* to half a period past the tick */
+  int64_t before = weft_now();
+  CO_EQ(weft_interval_next(iv), 0);
+  int64_t after = weft_now();
+  CO_CHECK(weft_interval_deadline(iv) >= before + PERIOD);
+  CO_CHECK(weft_interval_deadline(iv) <= after + PERIOD);
+  weft_interval_destroy(iv);
+  return NULL;
+}
+
+Test(time, interval_delay_after_a_half_period_late_tick, .timeout = 30)
+{
+  rt_run(1, delay_half_main, NULL);
   rt_assert_clean();
 }
 
@@ -685,5 +794,34 @@ static void *scope_timer_main(void *arg)
 Test(time, timer_wait_times_out_with_its_scope, .timeout = 15)
 {
   rt_run(1, scope_timer_main, NULL);
+  rt_assert_clean();
+}
+
+/* ---- out of memory --------------------------------------------------------------- */
+
+static void *oom_sleep_main(void *arg)
+{
+  (void)arg;
+  /* The shard's timer heap is empty and has no array yet: arming the first
+   * timer allocates it. */
+  weft__fault_arm(WEFT__FAULT_MALLOC, 1);
+  CO_EQ(weft_sleep(WEFT_MSEC), -ENOMEM);
+  weft__fault_arm(WEFT__FAULT_MALLOC, 0);
+  CO_EQ(weft_sleep(WEFT_MSEC), 0);
+  return NULL;
+}
+
+Test(time, out_of_memory, .timeout = 30)
+{
+  weft_interval *iv = NULL;
+  weft_timer *tm = NULL;
+  weft__fault_arm(WEFT__FAULT_MALLOC, 1);
+  cr_assert_eq(weft_interval_create(&iv, PERIOD, 0, WEFT_MISSED_BURST), -ENOMEM);
+  weft__fault_arm(WEFT__FAULT_MALLOC, 1);
+  cr_assert_eq(weft_timer_create(&tm, 0), -ENOMEM);
+  weft__fault_arm(WEFT__FAULT_MALLOC, 0);
+  cr_assert_null(iv);
+  cr_assert_null(tm);
+  rt_run(1, oom_sleep_main, NULL);
   rt_assert_clean();
 }

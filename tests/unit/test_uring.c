@@ -11,6 +11,8 @@
 
 #include "weft/uring.h"
 
+#include "fault.h"
+
 #include <poll.h>
 
 /* Kernel 6.4; liburing 2.3's headers predate it. */
@@ -72,6 +74,8 @@ Test(uring, plain_thread_gets_no_sqe, .timeout = 30)
   cr_assert_eq(weft_uring_multishot_next(NULL, NULL, NULL, WEFT_NO_DEADLINE), -EINVAL);
   cr_assert_eq(weft_uring_multishot_end(NULL), -EINVAL);
 }
+
+static int poll_begin(weft_uring_multishot **ms, int fd);
 
 /* ---- chains ------------------------------------------------------------------------ */
 
@@ -186,6 +190,142 @@ Test(uring, chain_is_not_split_by_a_full_sq, .timeout = 15)
   rt_cfg(&c, 1);
   c.ring_entries = 4;
   io_run_cfg(&c, chain_tiny_main, NULL);
+  rt_assert_clean();
+}
+
+/* The same with a longer chain: 12 SQEs on a 16-entry SQ that holds 6 SQEs
+ * of other tasks. The SQ must make room for the whole chain (the others
+ * are submitted first), not hand out 10 and then refuse the 11th. */
+static void *chain_long_main(void *arg)
+{
+  (void)arg;
+  int p[2];
+  CO_EQ(io_pipe(p), 0);
+  weft_task *t[6];
+  for (int i = 0; i < 6; i++)
+    CO_EQ(io_spawn_on(&t[i], 0, nop_once, NULL), 0);
+  weft_yield();
+  char out[8] = {0};
+  struct io_uring_sqe *s[12];
+  int got = 0;
+  for (; got < 12; got++) {
+    s[got] = weft_uring_sqe();
+    if (!s[got])
+      break;
+    if (got == 0)
+      io_uring_prep_write(s[got], p[1], "xy", 2, (uint64_t)-1);
+    else if (got == 11)
+      io_uring_prep_read(s[got], p[0], out, sizeof(out), (uint64_t)-1);
+    else
+      io_uring_prep_nop(s[got]);
+    if (got < 11)
+      s[got]->flags |= IOSQE_IO_LINK;
+  }
+  CO_EQ(got, 12);
+  if (got == 12) {
+    CO_EQ(weft_uring_wait(s, 12, NULL, WEFT_NO_DEADLINE), 2);
+    CO_CHECK(memcmp(out, "xy", 2) == 0);
+  } else if (got > 0) { /* give the partial chain back, unlinked at its end */
+    s[got - 1]->flags &= (__u8)~IOSQE_IO_LINK;
+    weft_uring_wait(s, (unsigned)got, NULL, WEFT_NO_DEADLINE);
+  }
+  for (int i = 0; i < 6; i++)
+    CO_EQ(rt_join_int(t[i]), 0);
+  io_close_pipe(p);
+  return NULL;
+}
+
+Test(uring, long_chain_gets_the_whole_sq, .timeout = 15)
+{
+  weft_config c;
+  rt_cfg(&c, 1);
+  c.ring_entries = 16;
+  io_run_cfg(&c, chain_long_main, NULL);
+  rt_assert_clean();
+}
+
+/* weft_uring_sqe() + weft_uring_multishot_begin() is a complete hand-over
+ * too: afterwards weft_uring_sqe() must still submit what is queued when
+ * the SQ is full (and not act as if a chain were still open). */
+static void *after_multishot_main(void *arg)
+{
+  (void)arg;
+  int p[2];
+  CO_EQ(io_pipe(p), 0);
+  weft_uring_multishot *ms;
+  CO_EQ(poll_begin(&ms, p[0]), 0); /* its SQE: 1 of the 4 */
+  weft_task *t[3];
+  for (int i = 0; i < 3; i++)
+    CO_EQ(io_spawn_on(&t[i], 0, nop_once, NULL), 0);
+  weft_yield(); /* 3 more: the SQ is full */
+  struct io_uring_sqe *sqe = weft_uring_sqe();
+  CO_CHECK(sqe != NULL);
+  if (sqe) {
+    io_uring_prep_nop(sqe);
+    CO_EQ(weft_uring_wait(&sqe, 1, NULL, WEFT_NO_DEADLINE), 0);
+  }
+  for (int i = 0; i < 3; i++)
+    CO_EQ(rt_join_int(t[i]), 0);
+  CO_EQ(weft_uring_multishot_end(ms), 0);
+  io_close_pipe(p);
+  return NULL;
+}
+
+Test(uring, sqe_after_multishot_begin_on_a_full_sq, .timeout = 15)
+{
+  weft_config c;
+  rt_cfg(&c, 1);
+  c.ring_entries = 4;
+  io_run_cfg(&c, after_multishot_main, NULL);
+  rt_assert_clean();
+}
+
+/* SQE flags that would break weft's bookkeeping: IOSQE_CQE_SKIP_SUCCESS
+ * (no CQE to wait for) and a link flag on the op's last SQE (which would
+ * chain the next task's SQE in the same submission to this op). weft owns
+ * those (like user_data): the op must still complete, and must not drag
+ * another task's op down with it. */
+static void *nop_result(void *arg)
+{
+  (void)arg;
+  return (void *)(intptr_t)weft_nop();
+}
+
+static void *skip_success_main(void *arg)
+{
+  (void)arg;
+  struct io_uring_sqe *sqe = weft_uring_sqe();
+  io_uring_prep_nop(sqe);
+  sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+  int r = weft_uring_wait(&sqe, 1, NULL, weft_now() + 100 * WEFT_MSEC);
+  CO_CHECK(r == 0 || r == -EINVAL);
+  return NULL;
+}
+
+Test(uring, cqe_skip_success_flag, .timeout = 10)
+{
+  rt_run(1, skip_success_main, NULL);
+  rt_assert_clean();
+}
+
+static void *trailing_link_main(void *arg)
+{
+  (void)arg;
+  weft_task *t;
+  CO_EQ(io_spawn_on(&t, 0, nop_result, NULL), 0); /* its SQE follows ours */
+  char c;
+  struct io_uring_sqe *sqe = weft_uring_sqe();
+  io_uring_prep_read(sqe, -1, &c, 1, (uint64_t)-1);
+  sqe->flags |= IOSQE_IO_LINK; /* a "chain" of one */
+  int r = weft_uring_wait(&sqe, 1, NULL, WEFT_NO_DEADLINE);
+  CO_CHECK(r == -EBADF || r == -EINVAL);
+  CO_EQ(rt_join_int(t), 0); /* the other task's nop is its own */
+  return NULL;
+}
+
+Test(uring, trailing_link_flag_stays_in_the_op, .timeout = 10)
+{
+  rt_run(1, trailing_link_main, NULL);
   rt_assert_clean();
 }
 
@@ -585,4 +725,43 @@ Test(uring, multishot_task_stays_on_its_shard, .timeout = 60)
   struct stay st = {0};
   rt_run(2, stay_main, &st);
   rt_assert_clean();
+}
+
+/* ---- out of memory --------------------------------------------------------------- */
+
+static void *oom_ms_main(void *arg)
+{
+  (void)arg;
+  int p[2];
+  CO_EQ(io_pipe(p), 0);
+  /* No memory for the multishot record: -ENOMEM, and the SQE does nothing. */
+  struct io_uring_sqe *sqe = weft_uring_sqe();
+  io_uring_prep_poll_multishot(sqe, p[0], POLLIN);
+  weft_uring_multishot *ms = NULL;
+  weft__fault_arm(WEFT__FAULT_MALLOC, 1);
+  CO_EQ(weft_uring_multishot_begin(&ms, sqe), -ENOMEM);
+  weft__fault_arm(WEFT__FAULT_MALLOC, 0);
+  CO_CHECK(ms == NULL);
+  CO_EQ(weft_nop(), 0);
+
+  /* No memory to queue a CQE: next() reports it; end() still cleans up. */
+  CO_EQ(poll_begin(&ms, p[0]), 0);
+  CO_EQ(weft_nop(), 0); /* the poll is armed */
+  weft__fault_arm(WEFT__FAULT_MALLOC, 1);
+  CO_EQ(write(p[1], "o", 1), 1);
+  int r = weft_uring_multishot_next(ms, NULL, NULL, WEFT_NO_DEADLINE);
+  weft__fault_arm(WEFT__FAULT_MALLOC, 0);
+  CO_EQ(r, -ENOMEM);
+  CO_EQ(weft_uring_multishot_end(ms), 0);
+  weft_stats s = io_stats();
+  CO_EQ(s.ops_submitted, s.ops_completed);
+  io_close_pipe(p);
+  return NULL;
+}
+
+Test(uring, out_of_memory, .timeout = 30)
+{
+  rt_run(1, oom_ms_main, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
 }
