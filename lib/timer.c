@@ -82,17 +82,9 @@ int weft__timer_arm(weft__timer_heap *h, weft__timer *t)
 {
   if (weft__timer_armed(t))
     weft__timer_cancel(h, t);
-  if (h->n == h->cap) {
-    uint32_t cap = h->cap ? h->cap * 2 : 64;
-    weft__timer **v = weft__malloc((size_t)cap * sizeof(*v));
-    if (!v)
-      return -ENOMEM;
-    for (uint32_t i = 0; i < h->n; i++)
-      v[i] = h->v[i];
-    free(h->v);
-    h->v = v;
-    h->cap = cap;
-  }
+  int r = weft__timer_reserve(h);
+  if (r < 0)
+    return r;
   place(h, h->n++, t);
   sift_up(h, t->index);
   return 0;
