@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The blocking pool (include/weft/blocking.h). */
 #include "core.h"
+#include "op.h"
 
 #include "weft/blocking.h"
 
@@ -207,7 +208,7 @@ int weft_blocking_dl(void *(*fn)(void *), void *arg, void **ret, int64_t deadlin
   }
   if (atomic_load_explicit(&t->cancelled, memory_order_relaxed))
     return -ECANCELED;
-  int64_t dl = t->deadline >= 0 && (deadline < 0 || t->deadline < deadline) ? t->deadline : deadline;
+  int64_t dl = weft__deadline_for(t, deadline);
   if (dl >= 0 && dl <= weft__now())
     return -ETIMEDOUT; /* do not start a job we would then have to wait out */
   weft__pool *p = &sh->rt->pool;

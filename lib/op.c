@@ -37,15 +37,20 @@ static void default_cqe(weft__shard *sh, weft__op *op, int res, unsigned flags)
     weft__op_finish(sh, op);
 }
 
-void weft__op_queue_cancel(weft__op *op)
+/* Pushes op's cancel node onto its shard's cancel inbox (any thread). */
+static void push_cancel(weft__shard *sh, weft__op *op)
 {
-  weft__shard *sh = op->sh;
-  op->cancel_requested = true;
   weft__op *head = atomic_load_explicit(&sh->cancel_inbox, memory_order_relaxed);
   do {
     op->cancel_next = head;
   } while (!atomic_compare_exchange_weak_explicit(&sh->cancel_inbox, &head, op,
                                                   memory_order_release, memory_order_relaxed));
+}
+
+void weft__op_queue_cancel(weft__op *op)
+{
+  op->cancel_requested = true;
+  push_cancel(op->sh, op);
 }
 
 int weft__op_prepare(weft__op *op, int64_t deadline)
@@ -202,26 +207,17 @@ void weft__op_drain_cancels(weft__shard *sh)
         /* No SQE even after a submit: keep the ops still in flight for
          * the next pass rather than lose a cancel (the op would never end).
          * Finished ones are dropped: their frames may be gone soon. */
-        while (op) {
+        for (; op; op = next) {
           next = op->cancel_next;
-          if (!op->done) {
-            weft__op *head = atomic_load_explicit(&sh->cancel_inbox, memory_order_relaxed);
-            do {
-              op->cancel_next = head;
-            } while (!atomic_compare_exchange_weak_explicit(&sh->cancel_inbox, &head, op,
-                                                            memory_order_release,
-                                                            memory_order_relaxed));
-          }
-          op = next;
+          if (!op->done)
+            push_cancel(sh, op);
         }
         return;
       }
-      {
-        /* Every SQE of a chain carries the op as user_data: cancel them all. */
-        io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)op,
-                               op->nsqe > 1 ? IORING_ASYNC_CANCEL_ALL : 0);
-        io_uring_sqe_set_data64(sqe, WEFT__UD_IGNORE);
-      }
+      /* Every SQE of a chain carries the op as user_data: cancel them all. */
+      io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)op,
+                             op->nsqe > 1 ? IORING_ASYNC_CANCEL_ALL : 0);
+      io_uring_sqe_set_data64(sqe, WEFT__UD_IGNORE);
     }
     op = next;
   }
