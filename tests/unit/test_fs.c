@@ -1671,6 +1671,8 @@ Test(fs, cached_reads_inline_only_when_the_shard_is_otherwise_idle, .timeout = 3
   void *dropped = rt_run(1, nowait_body, NULL);
   rt_assert_clean();
   rt_assert_no_leaks();
+  /* cr_log_info, not cr_log_warn: Criterion 2.4.1 exits 1 after any warning
+   * even when every test passed. */
   if (!dropped)
-    cr_log_warn("POSIX_FADV_DONTNEED kept the pages here: the uncached path was not exercised");
+    cr_log_info("POSIX_FADV_DONTNEED kept the pages here: the uncached path was not exercised");
 }
