@@ -7,10 +7,16 @@
 #define WEFT_H
 
 #include "weft/blocking.h"
+#include "weft/boundary.h"
+#include "weft/bufio.h"
+#include "weft/chan.h"
 #include "weft/common.h"
 #include "weft/fs.h"
 #include "weft/group.h"
 #include "weft/io.h"
+#include "weft/msg.h"
+#include "weft/net.h"
+#include "weft/recv_stream.h"
 #include "weft/runtime.h"
 #include "weft/stats.h"
 #include "weft/sync.h"

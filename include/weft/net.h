@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Sockets: TCP, UDP and Unix, blocking-looking.
+ *
+ * Inside a coroutine every call that can wait is one io_uring operation; the
+ * coroutine is suspended until it completes, on every path (deadline and
+ * cancellation included), so buffers and address structures only need to
+ * live until the call returns. Results are the system call's as -errno.
+ * -EAGAIN never reaches the caller for a socket in blocking mode, nor for a
+ * socket weft made (they are not O_NONBLOCK); a socket the caller set
+ * O_NONBLOCK keeps its own semantics.
+ *
+ * _dl variants take an absolute deadline: once it passes the operation is
+ * cancelled and -ETIMEDOUT returned - unless it completed first, in which case
+ * its result is returned, so no accepted connection or received byte is lost.
+ * A cancelled task gets -ECANCELED by the same rule.
+ *
+ * Sending never raises SIGPIPE: weft_send, weft_sendto, weft_sendmsg and
+ * weft_send_all add MSG_NOSIGNAL, and a peer that went away gives -EPIPE or
+ * -ECONNRESET.
+ *
+ * On a plain thread the calls run the ordinary system call (poll(2) for the
+ * deadline).
+ */
+#ifndef WEFT_NET_H
+#define WEFT_NET_H
+
+#include "common.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- the system calls ------------------------------------------------------ */
+
+/* socket(2), always with SOCK_CLOEXEC added. */
+WEFT_API int weft_socket(int domain, int type, int protocol);
+WEFT_API int weft_bind(int fd, const struct sockaddr *addr, socklen_t len);
+WEFT_API int weft_listen(int fd, int backlog);
+
+/* accept4(2): the new descriptor (SOCK_CLOEXEC always added to flags). */
+WEFT_API int weft_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags);
+WEFT_API int weft_accept_dl(int fd, struct sockaddr *addr, socklen_t *len, int flags,
+                            int64_t deadline);
+
+/* connect(2): 0 once connected (-ECONNREFUSED, -ETIMEDOUT, ...). After a
+ * failure (deadline included) the socket must be closed, as with connect(2). */
+WEFT_API int weft_connect(int fd, const struct sockaddr *addr, socklen_t len);
+WEFT_API int weft_connect_dl(int fd, const struct sockaddr *addr, socklen_t len, int64_t deadline);
+
+/* recv(2) / send(2): up to n bytes (send may move fewer). 0 from recv = the
+ * peer closed its side. */
+WEFT_API ssize_t weft_recv(int fd, void *buf, size_t n, int flags);
+WEFT_API ssize_t weft_recv_dl(int fd, void *buf, size_t n, int flags, int64_t deadline);
+WEFT_API ssize_t weft_send(int fd, const void *buf, size_t n, int flags);
+WEFT_API ssize_t weft_send_dl(int fd, const void *buf, size_t n, int flags, int64_t deadline);
+
+/* Exactly n bytes, across short transfers. Returns n; recv_exact returns 0
+ * if the peer closed before the first byte and -EPIPE if it closed part-way.
+ * On failure the bytes moved so far are stored in *done (if not NULL; it is
+ * set on success too). */
+WEFT_API ssize_t weft_recv_exact(int fd, void *buf, size_t n, size_t *done);
+WEFT_API ssize_t weft_recv_exact_dl(int fd, void *buf, size_t n, size_t *done, int64_t deadline);
+WEFT_API ssize_t weft_send_all(int fd, const void *buf, size_t n, size_t *done);
+WEFT_API ssize_t weft_send_all_dl(int fd, const void *buf, size_t n, size_t *done,
+                                  int64_t deadline);
+
+WEFT_API ssize_t weft_recvmsg(int fd, struct msghdr *msg, int flags);
+WEFT_API ssize_t weft_recvmsg_dl(int fd, struct msghdr *msg, int flags, int64_t deadline);
+WEFT_API ssize_t weft_sendmsg(int fd, const struct msghdr *msg, int flags);
+WEFT_API ssize_t weft_sendmsg_dl(int fd, const struct msghdr *msg, int flags, int64_t deadline);
+
+WEFT_API ssize_t weft_recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *addr,
+                               socklen_t *len);
+WEFT_API ssize_t weft_recvfrom_dl(int fd, void *buf, size_t n, int flags, struct sockaddr *addr,
+                                  socklen_t *len, int64_t deadline);
+WEFT_API ssize_t weft_sendto(int fd, const void *buf, size_t n, int flags,
+                             const struct sockaddr *addr, socklen_t len);
+WEFT_API ssize_t weft_sendto_dl(int fd, const void *buf, size_t n, int flags,
+                                const struct sockaddr *addr, socklen_t len, int64_t deadline);
+
+WEFT_API int weft_shutdown(int fd, int how);
+WEFT_API int weft_setsockopt(int fd, int level, int name, const void *val, socklen_t len);
+WEFT_API int weft_getsockopt(int fd, int level, int name, void *val, socklen_t *len);
+WEFT_API int weft_getpeername(int fd, struct sockaddr *addr, socklen_t *len);
+WEFT_API int weft_getsockname(int fd, struct sockaddr *addr, socklen_t *len);
+
+/* ---- convenience -------------------------------------------------------------- */
+
+/* Flags for weft_tcp_listen_opts(). */
+#define WEFT_TCP_REUSEPORT 0x1u /* SO_REUSEPORT: several listeners on one port */
+#define WEFT_TCP_V6ONLY 0x2u    /* IPV6_V6ONLY on an IPv6 wildcard listener */
+
+/* A listening TCP socket on host:port (SO_REUSEADDR). host NULL or "" = every
+ * address (IPv6 wildcard taking IPv4 too where the system has IPv6, else
+ * 0.0.0.0); port "0" = any free port (see weft_getsockname). Names are
+ * resolved on the blocking pool. Returns the descriptor, or -errno; name
+ * resolution failures map to -ENOENT (no such host) and -EINVAL. */
+WEFT_API int weft_tcp_listen(const char *host, const char *port, int backlog);
+WEFT_API int weft_tcp_listen_opts(const char *host, const char *port, int backlog, unsigned flags);
+
+/* A connected TCP socket: resolves host (on the blocking pool) and tries
+ * every address in turn until one connects, within the deadline. Returns the
+ * descriptor or the last address's error (-ECONNREFUSED, -ETIMEDOUT, ...). */
+WEFT_API int weft_tcp_connect(const char *host, const char *port);
+WEFT_API int weft_tcp_connect_dl(const char *host, const char *port, int64_t deadline);
+
+/* Unix sockets. type is SOCK_STREAM, SOCK_SEQPACKET or SOCK_DGRAM. A path
+ * starting with '@' names the abstract namespace. weft_unix_listen removes a
+ * stale socket file at path first (only a socket, never another file);
+ * SOCK_DGRAM sockets are bound but not listening (backlog ignored). */
+WEFT_API int weft_unix_listen(const char *path, int type, int backlog);
+WEFT_API int weft_unix_connect(const char *path, int type);
+WEFT_API int weft_unix_connect_dl(const char *path, int type, int64_t deadline);
+
+/* A UDP socket bound to host:port (host NULL = every address). */
+WEFT_API int weft_udp_bind(const char *host, const char *port);
+
+/* ---- multishot accept -------------------------------------------------------- */
+
+/* A listener that keeps one multishot accept armed on the shard of the task
+ * that opened it (that task stays on its shard until the listener is
+ * closed), so a busy listener gets connections without one submission per
+ * accept. Where the kernel lacks multishot accept it accepts one at a time,
+ * with the same results. Used by one task at a time. */
+typedef struct weft_listener weft_listener;
+
+/* Opens a listener on a listening socket fd (not taken over: the caller
+ * still closes it, after weft_listener_close). flags as for accept4.
+ * Returns 0, -EINVAL, -ENOMEM, -EPERM (not in a coroutine). */
+WEFT_API int weft_listener_open(weft_listener **l, int fd, int flags);
+
+/* The next connection: its descriptor, or -errno (an accept error such as
+ * -EMFILE is returned once, and the listener keeps going). */
+WEFT_API int weft_listener_accept(weft_listener *l, int64_t deadline);
+
+/* Cancels the multishot accept, waits for its last completion, closes the
+ * connections accepted but not handed out, and frees l. */
+WEFT_API void weft_listener_close(weft_listener *l);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,3 @@
+/* SPDX-License-Identifier: MIT */
+/* Placeholder: being written. */
+typedef int weft__placeholder_net;
