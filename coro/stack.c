@@ -14,7 +14,7 @@
 
 /* ---- process-wide state ------------------------------------------------ */
 
-static _Atomic uint64_t n_mmaps, n_munmaps, n_cache_hits;
+static _Atomic uint64_t n_mmaps, n_munmaps;
 static _Atomic int64_t n_guarded, n_slab;
 static _Atomic int64_t guard_budget = -1;      /* -1: not computed yet */
 static _Atomic unsigned cache_limit = 64;
@@ -80,11 +80,13 @@ void weft__stack_set_cache_limit(unsigned n)
   atomic_store(&cache_limit, n);
 }
 
+static uint64_t cache_hits_total(void);
+
 void weft__stack_get_counters(weft__stack_counters *out)
 {
   out->mmaps = atomic_load(&n_mmaps);
   out->munmaps = atomic_load(&n_munmaps);
-  out->cache_hits = atomic_load(&n_cache_hits);
+  out->cache_hits = cache_hits_total();
   out->guarded_live = atomic_load(&n_guarded);
   out->slab_live = atomic_load(&n_slab);
   out->guard_budget = budget();
@@ -222,10 +224,63 @@ struct cached {
   struct cached *next;
 };
 
-static __thread struct cached *cache_head;
-static __thread unsigned cache_count;
+#define WEFT__TLS __attribute__((tls_model("initial-exec")))
+static __thread struct cached *cache_head WEFT__TLS;
+static __thread unsigned cache_count WEFT__TLS;
 static pthread_key_t cache_key;
 static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+
+/* Cache hits are counted per thread (a shared atomic counter would cost a
+ * locked add on every spawn) in records that weft__stack_get_counters sums;
+ * a thread that exits adds its count to `hits_retired`. */
+struct hit_counter {
+  _Atomic uint64_t n;
+  struct hit_counter *prev, *next;
+};
+static __thread struct hit_counter my_hits WEFT__TLS;
+static __thread bool my_hits_listed WEFT__TLS;
+static pthread_mutex_t hits_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct hit_counter *hits_list;
+static uint64_t hits_retired; /* guarded by hits_lock */
+
+static void hits_register(void)
+{
+  pthread_mutex_lock(&hits_lock);
+  my_hits.prev = NULL;
+  my_hits.next = hits_list;
+  if (hits_list)
+    hits_list->prev = &my_hits;
+  hits_list = &my_hits;
+  pthread_mutex_unlock(&hits_lock);
+  my_hits_listed = true;
+}
+
+static void hits_unregister(void)
+{
+  if (!my_hits_listed)
+    return;
+  pthread_mutex_lock(&hits_lock);
+  hits_retired += atomic_load_explicit(&my_hits.n, memory_order_relaxed);
+  atomic_store_explicit(&my_hits.n, 0, memory_order_relaxed);
+  if (my_hits.prev)
+    my_hits.prev->next = my_hits.next;
+  else
+    hits_list = my_hits.next;
+  if (my_hits.next)
+    my_hits.next->prev = my_hits.prev;
+  pthread_mutex_unlock(&hits_lock);
+  my_hits_listed = false;
+}
+
+static uint64_t cache_hits_total(void)
+{
+  pthread_mutex_lock(&hits_lock);
+  uint64_t n = hits_retired;
+  for (struct hit_counter *h = hits_list; h; h = h->next)
+    n += atomic_load_explicit(&h->n, memory_order_relaxed);
+  pthread_mutex_unlock(&hits_lock);
+  return n;
+}
 
 static void release(weft__stack *st)
 {
@@ -251,6 +306,7 @@ static void cache_destructor(void *unused)
 {
   (void)unused;
   weft__stack_cache_drain();
+  hits_unregister();
 }
 
 static void cache_key_init(void)
@@ -281,7 +337,9 @@ int weft__stack_alloc(weft__stack *st, size_t size)
       *pp = c->next;
       cache_count--;
       *st = c->st;
-      atomic_fetch_add_explicit(&n_cache_hits, 1, memory_order_relaxed);
+      /* Only this thread writes it: no locked add. */
+      atomic_store_explicit(&my_hits.n, atomic_load_explicit(&my_hits.n, memory_order_relaxed) + 1,
+                            memory_order_relaxed);
       return 0;
     }
   }
@@ -308,8 +366,11 @@ void weft__stack_free(weft__stack *st)
   }
   if (cache_count < atomic_load_explicit(&cache_limit, memory_order_relaxed)) {
     pthread_once(&cache_once, cache_key_init);
-    if (!cache_count)
+    if (!cache_count) {
       pthread_setspecific(cache_key, (void *)1); /* arms the exit destructor */
+      if (!my_hits_listed)
+        hits_register(); /* before the first hit this cache can give */
+    }
     struct cached *c = cached_at(st);
     c->st = *st;
     c->next = cache_head;
