@@ -252,29 +252,45 @@ void weft__task_finish_unstarted(weft__shard *sh, weft_task *t)
   complete(sh, t);
 }
 
+/* Waits for t's completion: 0, or what ended the wait first. */
+static int wait_done(weft_task *t, int64_t deadline, bool uncancellable)
+{
+  if (atomic_load_explicit(&t->done, memory_order_acquire))
+    return 0;
+  weft__waiter w;
+  weft__waiter_init(&w);
+  w.uncancellable = uncancellable;
+  weft__spin_lock(&t->done_q.lock);
+  if (atomic_load_explicit(&t->done, memory_order_relaxed)) {
+    weft__spin_unlock(&t->done_q.lock);
+    return 0;
+  }
+  weft__waitq_append(&t->done_q, &w);
+  weft__spin_unlock(&t->done_q.lock);
+  return weft__waiter_wait(&w, deadline);
+}
+
 int weft_join_dl(weft_task *t, void **ret, int64_t deadline)
 {
   if (!t)
     return -EINVAL;
   if (t == weft__task_self())
     return -EDEADLK;
-  if (!atomic_load_explicit(&t->done, memory_order_acquire)) {
-    weft__waiter w;
-    weft__waiter_init(&w);
-    weft__spin_lock(&t->done_q.lock);
-    if (!atomic_load_explicit(&t->done, memory_order_relaxed)) {
-      weft__waitq_append(&t->done_q, &w);
-      weft__spin_unlock(&t->done_q.lock);
-      int r = weft__waiter_wait(&w, deadline);
-      if (r < 0)
-        return r;
-    } else {
-      weft__spin_unlock(&t->done_q.lock);
-    }
+  int r = wait_done(t, deadline, false);
+  if (r == -ECANCELED) {
+    /* The joiner was cancelled. Returning now would leave t running with
+     * whatever the joiner lent it (often the joiner's own stack): cancel
+     * t as well and wait - uncancellably - until it has returned, so that
+     * -ECANCELED always means "t is over and the handle is released". */
+    weft__task_cancel(t);
+    wait_done(t, WEFT_NO_DEADLINE, true);
+  } else if (r < 0) {
+    return r; /* -ETIMEDOUT, -ENOMEM: the handle is still the caller's */
   }
   if (ret)
     *ret = t->coro.ret;
-  int r = atomic_load_explicit(&t->cancelled, memory_order_relaxed) ? -ECANCELED : 0;
+  if (atomic_load_explicit(&t->cancelled, memory_order_relaxed))
+    r = -ECANCELED;
   weft__task_release(t);
   return r;
 }

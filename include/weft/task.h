@@ -64,13 +64,19 @@ WEFT_API int weft_spawn(weft_task **t, const weft_spawn_opts *o, void *(*fn)(voi
  * and releases the handle. Returns 0, or -ECANCELED if t was cancelled (its
  * result is still stored; a task cancelled before it started has result
  * NULL). -EINVAL for NULL, -EDEADLK when a task joins itself. From a plain
- * thread the thread blocks. */
+ * thread the thread blocks.
+ *
+ * If the joining task is cancelled while it waits, t is cancelled too and the
+ * join still waits for t to return (t may be using memory the joiner lent it),
+ * then returns -ECANCELED. So after 0 or -ECANCELED, t is over and the handle
+ * is gone. Inside a deadline scope (weft_deadline_push) the join can end with
+ * -ETIMEDOUT as weft_join_dl does. */
 WEFT_API int weft_join(weft_task *t, void **ret);
 
-/* weft_join() with an absolute deadline: -ETIMEDOUT when it passes (the
- * handle is still the caller's). Inside a coroutine also -ECANCELED when the
- * joiner itself is cancelled, and -ENOMEM when the shard's timer heap cannot
- * grow (the handle is still the caller's in both cases). */
+/* weft_join() with an absolute deadline: -ETIMEDOUT when it passes, and
+ * -ENOMEM when the shard's timer heap cannot grow; in both cases t may still
+ * be running and the handle is still the caller's (join or detach it later).
+ * Cancellation of the joiner is handled as in weft_join(). */
 WEFT_API int weft_join_dl(weft_task *t, void **ret, int64_t deadline);
 
 /* Releases the handle without waiting; the task runs on and frees itself.
