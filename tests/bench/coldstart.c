@@ -72,7 +72,7 @@ static int submit_pinned(weft_runtime *rt, int shard, void *(*fn)(void *), weft_
 }
 
 /* One sample in ns, or a -errno. */
-static int64_t weft_once(void)
+static int64_t weft_cold_run(void)
 {
   int64_t t0 = bench_now_ns();
   weft_runtime *rt;
@@ -169,7 +169,7 @@ int main(int argc, char **argv)
   /* Interleaved, after one untimed warm-up of each, so that drift in the
    * machine's load hits both alike. */
   for (int i = -1; i < n; i++) {
-    int64_t w = weft_once();
+    int64_t w = weft_cold_run();
     if (w < 0 && bench_uring_missing((int)w)) {
       fprintf(stderr, "coldstart: io_uring unavailable (%d), skipped\n", (int)w);
       return BENCH_SKIP;
