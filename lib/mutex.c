@@ -1,3 +1,235 @@
 /* SPDX-License-Identifier: MIT */
-/* Placeholder: being written. */
-typedef int weft__placeholder_mutex;
+/*
+ * weft_mutex: a fair mutex for coroutines and plain threads.
+ *
+ * The lock word holds the owner's identity (a task pointer, or a plain
+ * thread's tag address; both even) or 0, plus WEFT__MUTEX_WAITERS. Lock and
+ * unlock without contention are one compare-and-swap each: 0 -> self, and
+ * self -> 0. The owner check for unlock (-EPERM) comes free with the second.
+ *
+ * Contention goes through the wait queue. A locker that finds the mutex held
+ * sets WAITERS (under q.lock) and queues a waiter carrying its identity. An
+ * unlock that sees WAITERS takes q.lock and hands the mutex over: it writes
+ * the first waiter's identity into the lock word and completes it - the
+ * mutex never becomes free in between, so nobody can barge in ahead of a
+ * queued waiter and a task that unlocks and locks again in a loop queues
+ * behind it (no starvation).
+ *
+ * The hand-over races with the waiter's deadline and cancellation. Both
+ * sides go through the waiter claim: if the unlocker claims the waiter, it
+ * owns the mutex (the wait returns 0); if the deadline or cancel claimed it
+ * first, the unlocker drops it and tries the next waiter, and with none left
+ * frees the mutex. So a timed-out or cancelled locker never holds it.
+ *
+ * A locker that finds the mutex held spins for a few microseconds before it
+ * queues - only while no waiter is queued (then the mutex will be handed
+ * over and never be free) and only while its shard has nothing else to run
+ * (so the spin delays nobody). Without it, full contention between two
+ * shards turns into a convoy: every unlock hands the mutex to a waiter that
+ * is still asleep, the unlocker's next lock queues behind it, and each lock
+ * costs a cross-shard wake-up. With it, the relocker waits the moment the
+ * woken owner needs, takes the mutex free, and the hand-overs stop.
+ *
+ * Invariant (under q.lock): a non-empty queue means the mutex is held and
+ * WAITERS is set. WAITERS may be left set with an empty queue after waiters
+ * gave up; the locker that gave up clears it when the queue is empty, and
+ * otherwise the next unlock does (it just takes the slow path once).
+ */
+#include "sync_impl.h"
+
+#include <errno.h>
+
+_Static_assert(alignof(weft_task) >= 2, "task identities must be even");
+
+/* A plain thread's identity. Read only on a plain thread, which never
+ * changes threads; noinline keeps the TLS address from being computed
+ * where a coroutine could carry it across a switch. */
+static __thread uint64_t thread_tag;
+
+__attribute__((noinline)) static uintptr_t thread_self(void)
+{
+  return (uintptr_t)(void *)&thread_tag;
+}
+
+uintptr_t weft__sync_self(void)
+{
+  weft_task *t = weft__task_self();
+  return t ? (uintptr_t)(void *)t : thread_self();
+}
+
+int weft_mutex_init(weft_mutex *pm)
+{
+  if (!pm)
+    return -EINVAL;
+  weft__mutex *m = SYNC_VIEW(weft__mutex, pm);
+  atomic_init(&m->state, 0);
+  weft__waitq_init(&m->q);
+  return 0;
+}
+
+int weft_mutex_destroy(weft_mutex *pm)
+{
+  if (!pm)
+    return -EINVAL;
+  weft__mutex *m = SYNC_VIEW(weft__mutex, pm);
+  weft__spin_lock(&m->q.lock);
+  bool busy = atomic_load_explicit(&m->state, memory_order_relaxed) != 0 || m->q.head;
+  weft__spin_unlock(&m->q.lock);
+  return busy ? -EBUSY : 0;
+}
+
+static bool try_fast(weft__mutex *m, uintptr_t self)
+{
+  uintptr_t free_word = 0;
+  return atomic_compare_exchange_strong_explicit(&m->state, &free_word, self,
+                                                 memory_order_acquire, memory_order_relaxed);
+}
+
+/* How long a locker spins on a held mutex before it queues (see above): a
+ * few cross-shard wake-ups' worth. */
+#define SPIN_NS (4 * WEFT_USEC)
+
+/* Spins until the mutex is free and takes it (true), or gives up (false)
+ * when a waiter is queued, the owner is the caller, the shard has other
+ * work, the deadline or SPIN_NS passes. */
+static bool spin_take(weft__mutex *m, uintptr_t self, int64_t deadline)
+{
+  weft_task *t = weft__task_self();
+  int64_t until = -1;
+  for (unsigned i = 0;; i++) {
+    uintptr_t s = atomic_load_explicit(&m->state, memory_order_relaxed);
+    if ((s & WEFT__MUTEX_WAITERS) || s == self)
+      return false;
+    if (s == 0) {
+      if (atomic_compare_exchange_weak_explicit(&m->state, &s, self, memory_order_acquire,
+                                                memory_order_relaxed))
+        return true;
+      continue;
+    }
+    if (i % 32 == 0) {
+      int64_t now = weft__now();
+      if (until < 0)
+        until = deadline >= 0 && deadline - now < SPIN_NS ? deadline : now + SPIN_NS;
+      if (now >= until || (t && !weft__shard_idle_otherwise(t->shard)))
+        return false;
+    }
+    weft__cpu_relax();
+  }
+}
+
+/* The contended lock: take the mutex if it has become free, else queue and
+ * wait for a hand-over. */
+static int lock_slow(weft__mutex *m, uintptr_t self, int64_t deadline, bool uncancellable)
+{
+  weft__waiter w;
+  weft__waiter_init(&w);
+  w.uncancellable = uncancellable;
+  w.data = self;
+  weft__spin_lock(&m->q.lock);
+  uintptr_t s = atomic_load_explicit(&m->state, memory_order_relaxed);
+  for (;;) {
+    uintptr_t owner = s & ~WEFT__MUTEX_WAITERS;
+    if (owner == 0) {
+      /* Free, so nobody is queued (the invariant): take it. */
+      if (atomic_compare_exchange_weak_explicit(&m->state, &s, self, memory_order_acquire,
+                                                memory_order_relaxed)) {
+        weft__spin_unlock(&m->q.lock);
+        return 0;
+      }
+      continue;
+    }
+    if (owner == self) {
+      weft__spin_unlock(&m->q.lock);
+      return -EDEADLK;
+    }
+    /* Announce a waiter before queueing, so that the owner's unlock cannot
+     * take the fast path past us. */
+    if ((s & WEFT__MUTEX_WAITERS) ||
+        atomic_compare_exchange_weak_explicit(&m->state, &s, s | WEFT__MUTEX_WAITERS,
+                                              memory_order_relaxed, memory_order_relaxed))
+      break;
+  }
+  weft__waitq_append(&m->q, &w);
+  weft__spin_unlock(&m->q.lock);
+
+  int r = weft__waiter_wait(&w, deadline);
+  if (r == 0)
+    return 0; /* handed over: the lock word names us already */
+  /* Gave up (deadline, cancel, no timer memory) without the mutex. */
+  weft__spin_lock(&m->q.lock);
+  if (!m->q.head)
+    atomic_fetch_and_explicit(&m->state, ~WEFT__MUTEX_WAITERS, memory_order_relaxed);
+  weft__spin_unlock(&m->q.lock);
+  return r;
+}
+
+int weft_mutex_lock_dl(weft_mutex *pm, int64_t deadline)
+{
+  if (!pm)
+    return -EINVAL;
+  weft__mutex *m = SYNC_VIEW(weft__mutex, pm);
+  uintptr_t self = weft__sync_self();
+  if (try_fast(m, self) || spin_take(m, self, deadline))
+    return 0;
+  return lock_slow(m, self, deadline, false);
+}
+
+int weft_mutex_lock(weft_mutex *m)
+{
+  return weft_mutex_lock_dl(m, WEFT_NO_DEADLINE);
+}
+
+int weft_mutex_trylock(weft_mutex *pm)
+{
+  if (!pm)
+    return -EINVAL;
+  return try_fast(SYNC_VIEW(weft__mutex, pm), weft__sync_self()) ? 0 : -EBUSY;
+}
+
+void weft__mutex_relock(weft_mutex *pm, uintptr_t self)
+{
+  weft__mutex *m = SYNC_VIEW(weft__mutex, pm);
+  if (!try_fast(m, self) && !spin_take(m, self, WEFT_NO_DEADLINE))
+    (void)lock_slow(m, self, WEFT_NO_DEADLINE, true); /* cannot fail: see the callers */
+}
+
+/* The unlock that found WAITERS set: hand the mutex to the oldest waiter
+ * still waiting, or free it if there is none. The caller owns the mutex, so
+ * under q.lock nobody else changes the lock word. */
+static void unlock_slow(weft__mutex *m)
+{
+  weft__spin_lock(&m->q.lock);
+  weft__waiter *w = weft__sync_take(&m->q, 1, NULL);
+  uintptr_t next = 0;
+  if (w)
+    next = (uintptr_t)w->data | (m->q.head ? WEFT__MUTEX_WAITERS : 0);
+  /* Release: the next owner sees everything done under the mutex. */
+  atomic_store_explicit(&m->state, next, memory_order_release);
+  weft__spin_unlock(&m->q.lock);
+  weft__sync_wake(w, 0);
+}
+
+void weft__mutex_unlock_held(weft_mutex *pm, uintptr_t self)
+{
+  weft__mutex *m = SYNC_VIEW(weft__mutex, pm);
+  uintptr_t s = self;
+  if (!atomic_compare_exchange_strong_explicit(&m->state, &s, 0, memory_order_release,
+                                               memory_order_relaxed))
+    unlock_slow(m);
+}
+
+int weft_mutex_unlock(weft_mutex *pm)
+{
+  if (!pm)
+    return -EINVAL;
+  weft__mutex *m = SYNC_VIEW(weft__mutex, pm);
+  uintptr_t self = weft__sync_self();
+  uintptr_t s = self;
+  if (atomic_compare_exchange_strong_explicit(&m->state, &s, 0, memory_order_release,
+                                              memory_order_relaxed))
+    return 0;
+  if ((s & ~WEFT__MUTEX_WAITERS) != self)
+    return -EPERM;
+  unlock_slow(m);
+  return 0;
+}

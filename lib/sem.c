@@ -1,3 +1,117 @@
 /* SPDX-License-Identifier: MIT */
-/* Placeholder: being written. */
-typedef int weft__placeholder_sem;
+/*
+ * weft_sem: a counting semaphore with FIFO hand-over.
+ *
+ * Permits are taken lock-free while there are some. A caller that finds
+ * none queues a waiter (under q.lock, after looking again). release() hands
+ * its permits straight to the oldest waiters it can claim - a permit given
+ * to a waiter never passes through `value`, so nobody can take it first -
+ * and adds only the rest to `value`. Hence the invariant of sync_impl.h:
+ * while a waiter is queued, value is 0.
+ *
+ * A waiter whose deadline or cancel claimed it first is skipped by release
+ * (the claim decides), so a permit is never lost to a waiter that gave up
+ * and never handed out twice.
+ */
+#include "sync_impl.h"
+
+#include <errno.h>
+
+int weft_sem_init(weft_sem *ps, int64_t value)
+{
+  if (!ps || value < 0 || value > WEFT_SEM_VALUE_MAX)
+    return -EINVAL;
+  weft__sem *s = SYNC_VIEW(weft__sem, ps);
+  atomic_init(&s->value, value);
+  weft__waitq_init(&s->q);
+  return 0;
+}
+
+int weft_sem_destroy(weft_sem *ps)
+{
+  if (!ps)
+    return -EINVAL;
+  weft__sem *s = SYNC_VIEW(weft__sem, ps);
+  weft__spin_lock(&s->q.lock);
+  bool busy = s->q.head != NULL;
+  weft__spin_unlock(&s->q.lock);
+  return busy ? -EBUSY : 0;
+}
+
+/* Takes a permit if `value` has one. */
+static bool take(weft__sem *s)
+{
+  int64_t v = atomic_load_explicit(&s->value, memory_order_relaxed);
+  while (v > 0)
+    if (atomic_compare_exchange_weak_explicit(&s->value, &v, v - 1, memory_order_acquire,
+                                              memory_order_relaxed))
+      return true;
+  return false;
+}
+
+int weft_sem_acquire_dl(weft_sem *ps, int64_t deadline)
+{
+  if (!ps)
+    return -EINVAL;
+  weft__sem *s = SYNC_VIEW(weft__sem, ps);
+  if (take(s))
+    return 0;
+  weft__waiter w;
+  weft__waiter_init(&w);
+  weft__spin_lock(&s->q.lock);
+  /* value only grows under q.lock: looked at again here, 0 stays 0 until
+   * our waiter is queued. */
+  if (take(s)) {
+    weft__spin_unlock(&s->q.lock);
+    return 0;
+  }
+  weft__waitq_append(&s->q, &w);
+  weft__spin_unlock(&s->q.lock);
+  return weft__waiter_wait(&w, deadline); /* 0: a release handed us a permit */
+}
+
+int weft_sem_acquire(weft_sem *s)
+{
+  return weft_sem_acquire_dl(s, WEFT_NO_DEADLINE);
+}
+
+int weft_sem_try_acquire(weft_sem *ps)
+{
+  if (!ps)
+    return -EINVAL;
+  return take(SYNC_VIEW(weft__sem, ps)) ? 0 : -EAGAIN;
+}
+
+int weft_sem_release(weft_sem *ps, int64_t n)
+{
+  if (!ps || n < 0)
+    return -EINVAL;
+  if (n > WEFT_SEM_VALUE_MAX)
+    return -EOVERFLOW;
+  if (n == 0)
+    return 0;
+  weft__sem *s = SYNC_VIEW(weft__sem, ps);
+  weft__spin_lock(&s->q.lock);
+  /* With the queue empty, value can only shrink meanwhile (lock-free takes),
+   * so this check stays true until the add below. With waiters queued
+   * value is 0 and at most n is added: no overflow. */
+  if (!s->q.head &&
+      atomic_load_explicit(&s->value, memory_order_relaxed) > WEFT_SEM_VALUE_MAX - n) {
+    weft__spin_unlock(&s->q.lock);
+    return -EOVERFLOW;
+  }
+  int64_t handed = 0;
+  weft__waiter *ready = weft__sync_take(&s->q, n, &handed);
+  if (n > handed)
+    atomic_fetch_add_explicit(&s->value, n - handed, memory_order_release);
+  weft__spin_unlock(&s->q.lock);
+  weft__sync_wake(ready, 0);
+  return 0;
+}
+
+int64_t weft_sem_value(const weft_sem *ps)
+{
+  if (!ps)
+    return -EINVAL;
+  return atomic_load_explicit(&SYNC_VIEW(weft__sem, (weft_sem *)ps)->value, memory_order_relaxed);
+}
