@@ -3,12 +3,19 @@
  * Buffered reading and writing over any descriptor, length-prefixed frames,
  * and copying between descriptors.
  *
- * Readers and writers use weft_read/weft_write underneath, so they suspend
- * the calling coroutine (or block a plain thread) like those calls. A reader
- * or writer belongs to one task at a time. They never close the descriptor.
- * Each has a deadline (weft_reader_set_deadline / weft_writer_set_deadline,
- * WEFT_NO_DEADLINE at creation) that bounds every call that waits: an idle
- * connection's timeout is `set_deadline(now + idle)` before each request.
+ * Readers and writers use weft_read/weft_write (and writev) underneath, so
+ * they suspend the calling coroutine (or block a plain thread) like those
+ * calls. A reader or writer belongs to one task at a time. They never close
+ * the descriptor. Each has a deadline (weft_reader_set_deadline /
+ * weft_writer_set_deadline, WEFT_NO_DEADLINE at creation) that bounds every
+ * system call or io_uring operation a call makes: an idle connection's
+ * timeout is `set_deadline(now + idle)` before each request.
+ *
+ * Broken pipes: in a coroutine a write to a pipe or socket whose reader is
+ * gone returns -EPIPE (shard threads block SIGPIPE). On a plain thread these
+ * calls are write(2)/writev(2)/splice(2): SIGPIPE is raised on that thread,
+ * and its default action ends the process, unless the thread blocks or
+ * ignores it. The result is -EPIPE either way.
  */
 #ifndef WEFT_BUFIO_H
 #define WEFT_BUFIO_H
@@ -38,27 +45,39 @@ WEFT_API void weft_reader_set_deadline(weft_reader *r, int64_t deadline);
 /* Bytes buffered and not consumed yet. */
 WEFT_API size_t weft_reader_buffered(const weft_reader *r);
 
-/* Up to n bytes: what is buffered, else one read (large n reads directly).
- * 0 at end of file. */
+/* Reader errors (-ETIMEDOUT at the deadline, -ECANCELED, read errors) consume
+ * nothing, so the call can be repeated (with a new deadline, say) - except
+ * where said otherwise below. End of file is not remembered: a later call
+ * reads again. */
+
+/* Up to n bytes: what is buffered, else one read (n >= the buffer size with
+ * nothing buffered reads straight into buf). 0 at end of file. */
 WEFT_API ssize_t weft_reader_read(weft_reader *r, void *buf, size_t n);
 
 /* Exactly n bytes: n; 0 at end of file before the first byte, -EPIPE if the
- * file ends part-way (what was read is consumed). */
+ * file ends part-way (what was read is consumed). n up to the buffer size is
+ * gathered in the buffer first, so an error consumes nothing; for larger n
+ * the bytes read into buf before an error are consumed. */
 WEFT_API ssize_t weft_reader_read_exact(weft_reader *r, void *buf, size_t n);
 
 /* Reads through the next delim byte and stores the bytes (delim included)
  * plus a NUL in buf. Returns the number of bytes stored (not counting the
- * NUL); 0 at end of file; the last piece of a file that does not end with
- * delim is returned as is. -EMSGSIZE when delim does not come within
- * cap - 1 bytes: nothing is consumed, so the caller may close the
- * connection or read the data another way. cap must be >= 2 (-EINVAL). */
+ * NUL); 0 at end of file (buf is then ""); the last piece of a file that
+ * does not end with delim is returned as is. -EMSGSIZE when delim does not
+ * come within the first min(cap - 1, buffer size) bytes - so the longest
+ * piece it returns is that many bytes, delim included; a reader with a
+ * buffer smaller than cap - 1 decides once its buffer is full. Nothing is
+ * consumed then, so the caller may close the connection or read the data
+ * another way (weft_reader_read, peek/consume). cap must be >= 2 and buf
+ * not NULL (-EINVAL). Searches only bytes it has not searched before. */
 WEFT_API ssize_t weft_reader_read_until(weft_reader *r, int delim, char *buf, size_t cap);
 /* weft_reader_read_until(r, '\n', buf, cap). */
 WEFT_API ssize_t weft_reader_read_line(weft_reader *r, char *buf, size_t cap);
 
 /* Makes at least n bytes available without consuming them (reading as
  * needed) and points *data at them. Returns the number available: >= n, or
- * fewer at end of file. -EINVAL if n exceeds the buffer size. */
+ * fewer at end of file (n 0 reads nothing). -EINVAL if n exceeds the buffer
+ * size. *data is valid until the next call on r. */
 WEFT_API ssize_t weft_reader_peek(weft_reader *r, size_t n, const void **data);
 /* Drops n buffered bytes (n <= weft_reader_buffered(), else -EINVAL). */
 WEFT_API int weft_reader_consume(weft_reader *r, size_t n);
@@ -76,11 +95,22 @@ WEFT_API void weft_writer_set_deadline(weft_writer *w, int64_t deadline);
 /* Bytes buffered and not written yet. */
 WEFT_API size_t weft_writer_buffered(const weft_writer *w);
 
-/* Buffers n bytes, writing the buffer out when it fills (large writes go
- * straight through after the buffer). Returns n or -errno; after an error
- * the writer keeps failing with it (the stream is broken). */
+/* Writer errors: the first failed write (-EPIPE, -ETIMEDOUT at the deadline,
+ * -ECANCELED, ...) breaks the writer - part of the data may have gone out -
+ * and every later write, printf, write_frame and flush returns that error.
+ * Argument errors (-EINVAL, -EMSGSIZE) and printf's -ENOMEM write nothing
+ * and leave it whole. */
+
+/* Buffers n bytes, writing the buffer out when it fills. Data that would
+ * not fit an empty buffer after topping this one up goes out together with
+ * the buffered bytes in one writev. Returns n (all of it was taken) or
+ * -errno. */
 WEFT_API ssize_t weft_writer_write(weft_writer *w, const void *buf, size_t n);
-/* printf into the buffer. Returns the bytes written or -errno. */
+/* printf into the buffer, never truncated: text that does not fit the free
+ * space but fits an empty buffer is formatted again after a flush; longer
+ * text goes through a temporary heap block (-ENOMEM if there is none) and
+ * weft_writer_write. Returns the length of the text or -errno (-EINVAL for
+ * an encoding error or text longer than INT_MAX). */
 WEFT_API ssize_t weft_writer_printf(weft_writer *w, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
@@ -94,8 +124,10 @@ WEFT_API int weft_writer_flush(weft_writer *w);
 
 #define WEFT_FRAME_MAX_DEFAULT ((uint32_t)16 << 20)
 
-/* Writes one frame (header and body, all of it). Returns n or -errno;
- * -EMSGSIZE if n > UINT32_MAX. */
+/* Writes one frame (header and body, all of it): one writev, more only after
+ * short writes. Returns n or -errno; -EMSGSIZE if n > UINT32_MAX, -EINVAL
+ * for a NULL buf with n > 0, -EBADF for fd < 0. The deadline bounds the
+ * whole frame; an error part-way leaves the stream out of step. */
 WEFT_API ssize_t weft_frame_write(int fd, const void *buf, size_t n);
 WEFT_API ssize_t weft_frame_write_dl(int fd, const void *buf, size_t n, int64_t deadline);
 
@@ -103,32 +135,67 @@ WEFT_API ssize_t weft_frame_write_dl(int fd, const void *buf, size_t n, int64_t 
  * -EPIPE at end of file - *clean_eof (if not NULL) is then 1 when the file
  * ended between frames (a normal close) and 0 when it ended inside one -
  * or -EMSGSIZE if the frame is longer than max or than cap (the stream is
- * then out of step: close it). max 0 = WEFT_FRAME_MAX_DEFAULT. */
+ * then out of step: close it). max 0 = WEFT_FRAME_MAX_DEFAULT. *clean_eof is
+ * 0 after every other result. A bare descriptor cannot be read ahead, so
+ * this is two reads (header, body); the reader variant reads in bulk. */
 WEFT_API ssize_t weft_frame_read(int fd, void *buf, size_t cap, uint32_t max, int *clean_eof);
 WEFT_API ssize_t weft_frame_read_dl(int fd, void *buf, size_t cap, uint32_t max, int *clean_eof,
                                     int64_t deadline);
 
-/* The same over a reader and a writer (the writer buffers the frame). */
+/* The same over a reader and a writer (the writer buffers the frame; a body
+ * larger than its buffer goes out in one writev with what is buffered).
+ * With a reader buffer of at least 4 bytes, -EMSGSIZE consumes nothing (a
+ * call with a larger buf gets the frame), and so does any error while the
+ * frame (4 + length bytes) fits the buffer; after an error inside a larger
+ * frame the stream is out of step. */
 WEFT_API ssize_t weft_reader_read_frame(weft_reader *r, void *buf, size_t cap, uint32_t max,
                                         int *clean_eof);
 WEFT_API ssize_t weft_writer_write_frame(weft_writer *w, const void *buf, size_t n);
 
 /* ---- copying between descriptors ------------------------------------------------- */
 
-/* splice(2) through io_uring: moves up to n bytes; one of the two must be a
- * pipe. off_in/off_out as splice(2) (NULL = the file position / a pipe). */
+/* splice(2) through io_uring: moves up to n bytes (at most 2 GiB - 4 KiB at
+ * once); one of the two must be a pipe. off_in/off_out as splice(2) (NULL =
+ * the file position / a pipe; else advanced by the result). flags are
+ * splice(2)'s SPLICE_F_MOVE, _NONBLOCK, _MORE, _GIFT (else -EINVAL).
+ * Results as splice(2): -EBADF (fd < 0 too), -EINVAL (also a negative
+ * offset, or a kind of file that cannot be spliced), -ESPIPE (an offset for
+ * a pipe), 0 at end of file. In a coroutine it runs on an io_uring worker
+ * thread, which the deadline and weft_cancel interrupt; on a plain thread it
+ * is splice(2), and the deadline bounds the wait for both sides with
+ * poll(2).
+ *
+ * Beware: while a splice between a socket and a pipe waits for the socket,
+ * the kernel holds the pipe's lock, so every other read or write of that
+ * pipe waits too - one from a coroutine holds up its whole shard, whatever
+ * its deadline. Use such a pipe from nowhere else meanwhile, or use
+ * weft_copy, which goes through a private pipe. */
 WEFT_API ssize_t weft_splice(int fd_in, int64_t *off_in, int fd_out, int64_t *off_out, size_t n,
                              unsigned flags);
 WEFT_API ssize_t weft_splice_dl(int fd_in, int64_t *off_in, int fd_out, int64_t *off_out,
                                 size_t n, unsigned flags, int64_t deadline);
 
 /* Copies n bytes (SIZE_MAX = until end of file) from fd_in to fd_out:
- * file -> socket, socket -> socket, any pair. Splices through a pipe where
- * the kernel can, else reads and writes through a buffer. off_in NULL = the
- * file position (and the only choice for sockets and pipes), else the
- * offset to start at, advanced by what was copied. Returns the number of
- * bytes copied (fewer than n only at end of file), or -errno; the bytes
- * copied before an error are stored in *done (if not NULL). */
+ * file -> socket, socket -> socket, any pair. Splices through a private
+ * pipe (or from pipe to pipe) where the kernel can, else reads and writes
+ * through a buffer; a pipe on either side stays free for others to use.
+ * off_in NULL = the file position (and the only choice for sockets and
+ * pipes), else the offset to start at, advanced by what was copied.
+ * Returns the number of bytes copied (fewer than n only at end of file),
+ * or -errno; *done (if not NULL) receives the number of bytes written to
+ * fd_out on every path. The deadline bounds the whole copy.
+ *
+ * After an error, bytes already taken from fd_in but not yet written (at
+ * most the private pipe's content, up to 1 MiB, or one 64 KiB buffer) are
+ * not lost where they can be put back: with off_in they are simply not
+ * counted (*off_in = start + *done, so a retry resumes there), and a
+ * regular file read at its position gets its position moved back by them.
+ * From a socket, pipe or other stream they are lost.
+ *
+ * Errors: -EBADF (fd < 0, or not open the right way), -EINVAL (negative
+ * *off_in, a pipe into itself), -ESPIPE (off_in for a pipe or socket); n 0
+ * returns 0. A descriptor the caller set O_NONBLOCK keeps its semantics
+ * (-EAGAIN when it has nothing). */
 WEFT_API ssize_t weft_copy(int fd_in, int64_t *off_in, int fd_out, size_t n, size_t *done);
 WEFT_API ssize_t weft_copy_dl(int fd_in, int64_t *off_in, int fd_out, size_t n, size_t *done,
                               int64_t deadline);
