@@ -1,3 +1,266 @@
 /* SPDX-License-Identifier: MIT */
-/* Placeholder: being written. */
-typedef int weft__placeholder_listener;
+/*
+ * weft_listener: one multishot accept (IORING_ACCEPT_MULTISHOT, kernel 5.19)
+ * kept armed on the opening task's shard; accepted descriptors queue here
+ * until weft_listener_accept takes them.
+ *
+ * The multishot op is an op record (lib/op.h) with its own on_cqe, like the
+ * extension API's multishot ops (lib/uring.c): it is not the task's cur_op,
+ * so weft_cancel and deadlines end the *wait* in accept, not the op. The op
+ * ends (a CQE without IORING_CQE_F_MORE) on an accept error such as -EMFILE,
+ * on CQ overflow, or when we cancel it; the next accept that finds the queue
+ * empty arms it again. The queue is bounded: at QUEUE_MAX the op is cancelled
+ * until the queue has been drained, so a server that stops accepting does
+ * not take every connection of its backlog into its descriptor table.
+ *
+ * Threads: everything here runs on the listener's shard - the CQEs are
+ * reaped there, and its opener stays there (task->pinned_ops) - so the
+ * listener needs no lock; accept and close must be called on that shard
+ * (by the opener, or by another task on it: the opener is referenced until
+ * the close, which may come after it returned).
+ * Memory: the struct is freed only after the op's last CQE, which close
+ * waits for even in a cancelled task.
+ */
+#include "net_internal.h"
+
+#include "../coro/fault.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#define QUEUE_MAX 1024u
+
+struct weft_listener {
+  weft__op op;              /* first: user_data of the SQE points here */
+  int fd;                   /* the listening socket (not ours) */
+  int flags;                /* accept4 flags, SOCK_CLOEXEC included */
+  weft_task *owner;         /* the opener, kept on its shard meanwhile (and
+                               referenced: another task may close l) */
+  weft__shard *sh;          /* the shard whose ring has the op */
+  bool armed;               /* the op is in flight (its last CQE is due) */
+  bool oneshot;             /* no multishot accept: weft_accept_dl each time */
+  bool nomem;               /* a connection was dropped: no memory to queue it */
+  bool seen;                /* a CQE of the current arming came */
+  rlim_t nofile;            /* RLIMIT_NOFILE when it was armed (see on_accept_cqe) */
+  int *q;                   /* accepted fds (>= 0) and accept errors (< 0) */
+  unsigned head, count, cap;
+  weft__waiter *waiter;     /* the task waiting in accept/close, if any */
+};
+
+static bool push(weft_listener *l, int v)
+{
+  if (l->count == l->cap) {
+    unsigned cap = l->cap ? l->cap * 2 : 16;
+    int *q = weft__malloc(cap * sizeof(*q));
+    if (!q)
+      return false;
+    for (unsigned i = 0; i < l->count; i++)
+      q[i] = l->q[(l->head + i) % l->cap];
+    free(l->q);
+    l->q = q;
+    l->cap = cap;
+    l->head = 0;
+  }
+  l->q[(l->head + l->count) % l->cap] = v;
+  l->count++;
+  return true;
+}
+
+static int pop(weft_listener *l)
+{
+  int v = l->q[l->head];
+  l->head = (l->head + 1) % l->cap;
+  l->count--;
+  return v;
+}
+
+/* No lock: the op is never a task's cur_op, so only this shard's thread
+ * ever touches its cancel state. */
+static void request_cancel(weft_listener *l)
+{
+  if (l->armed && !l->op.cancel_requested)
+    weft__op_queue_cancel(&l->op);
+}
+
+/* RLIMIT_NOFILE's soft limit now. */
+static rlim_t nofile_now(void)
+{
+  int saved = errno;
+  struct rlimit rl;
+  rlim_t v = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 0;
+  errno = saved;
+  return v;
+}
+
+/* The op's CQEs, on the listener's shard. */
+static void on_accept_cqe(weft__shard *sh, weft__op *op, int res, unsigned flags)
+{
+  weft_listener *l = (weft_listener *)(void *)op;
+  bool more = flags & IORING_CQE_F_MORE;
+  if (!more && res == -EINVAL && !l->seen) {
+    /* Refused at once, before any connection (the socket was checked to be
+     * listening at open): a kernel without multishot accept. */
+    l->oneshot = true;
+  } else if (res == -ECANCELED && !more) {
+    /* Our own cancel (close, or a full queue): nothing to report. */
+  } else if (res == -EMFILE && !more && nofile_now() > l->nofile) {
+    /* The kernel took the descriptor limit when the op was armed, and it
+     * has been raised since: not an error any more - arming again (the
+     * next accept does) takes the new limit. */
+  } else if (!push(l, res)) {
+    if (res >= 0) {
+      int saved = errno;
+      close(res); /* the client sees a reset rather than a leak here */
+      errno = saved;
+    }
+    l->nomem = true;
+  }
+  l->seen = true; /* an -EINVAL from now on is a real error */
+  if (!more) {
+    l->armed = false;
+    op->done = true;
+    if (op->cancel_requested)
+      weft__op_drain_cancels(sh); /* our cancel node must not outlive l */
+    sh->inflight--;
+    weft__count(&sh->stats.ops_completed, 1);
+  } else if (l->count >= QUEUE_MAX) {
+    request_cancel(l);
+  }
+  weft__waiter *w = l->waiter;
+  if (w && weft__waiter_claim(w)) {
+    l->waiter = NULL;
+    weft__waiter_complete(w, 0);
+  }
+}
+
+/* Arms the multishot accept (the calling task is on l's shard). */
+static int arm(weft_listener *l)
+{
+  weft__op *op = &l->op;
+  rlim_t nofile = nofile_now(); /* before: the kernel reads it at the SQE's prep */
+  struct io_uring_sqe *sqe = weft__op_begin(op, WEFT_NO_DEADLINE);
+  if (!sqe)
+    return op->res;
+  io_uring_prep_multishot_accept(sqe, l->fd, NULL, NULL, l->flags);
+  op->on_cqe = on_accept_cqe;
+  l->seen = false;
+  l->nofile = nofile;
+  l->armed = true;
+  l->sh->inflight++;
+  weft__count(&l->sh->stats.ops_submitted, 1);
+  return 0;
+}
+
+/* Suspends until on_accept_cqe wakes us, the deadline passes or (if
+ * cancellable) the task is cancelled. */
+static int wait_cqe(weft_listener *l, int64_t deadline, bool cancellable)
+{
+  weft__waiter w;
+  weft__waiter_init(&w);
+  w.uncancellable = !cancellable;
+  l->waiter = &w;
+  int r = weft__waiter_wait(&w, deadline);
+  if (l->waiter == &w)
+    l->waiter = NULL; /* timed out or cancelled: the CQE path did not take it */
+  return r;
+}
+
+int weft_listener_open(weft_listener **out, int fd, int flags)
+{
+  if (!out || (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)))
+    return -EINVAL;
+  weft_task *t = weft__task_self();
+  if (!t)
+    return -EPERM;
+  /* A socket that is not listening would make the first CQE -EINVAL, which
+   * is also how a kernel without multishot accept answers: tell them apart
+   * here. */
+  int on = 0;
+  socklen_t len = sizeof(on);
+  int r = weft_getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &len);
+  if (r < 0)
+    return r;
+  if (!on)
+    return -EINVAL;
+  weft_listener *l = weft__calloc(1, sizeof(*l));
+  if (!l)
+    return -ENOMEM;
+  l->fd = fd;
+  l->flags = flags | SOCK_CLOEXEC;
+  l->owner = t;
+  l->sh = t->shard;
+  l->oneshot = atomic_load_explicit(&weft__net_refused, memory_order_relaxed) &
+               WEFT__NET_NO_MULTISHOT;
+  t->pinned_ops++;
+  atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
+  /* Armed now, so connections are taken while the opener does other work. */
+  if (!l->oneshot && (r = arm(l)) < 0) {
+    t->pinned_ops--;
+    weft__task_release(t);
+    free(l);
+    return r;
+  }
+  *out = l;
+  return 0;
+}
+
+int weft_listener_accept(weft_listener *l, int64_t deadline)
+{
+  if (!l)
+    return -EINVAL;
+  weft_task *t = weft__task_self();
+  if (!t)
+    return -EPERM;
+  if (t->shard != l->sh)
+    return -EINVAL; /* the op's CQEs and our queue belong to that shard */
+  deadline = weft__deadline_for(t, deadline);
+  for (;;) {
+    if (l->count)
+      return pop(l);
+    if (l->nomem) {
+      l->nomem = false;
+      return -ENOMEM;
+    }
+    if (l->oneshot)
+      return weft_accept_dl(l->fd, NULL, NULL, l->flags, deadline);
+    if (!l->armed) {
+      int r = arm(l);
+      if (r < 0)
+        return r;
+    }
+    int r = wait_cqe(l, deadline, true);
+    /* A connection that came with the timeout or cancel is handed out. */
+    if (r < 0 && !l->count)
+      return r;
+  }
+}
+
+void weft_listener_close(weft_listener *l)
+{
+  if (!l)
+    return;
+  if (weft__shard_self() != l->sh) {
+    /* Not recoverable: the op and its queue belong to that shard, and the
+     * struct may not be freed while the kernel still posts to it. */
+    fprintf(stderr, "weft: weft_listener_close called off the listener's shard\n");
+    abort();
+  }
+  request_cancel(l);
+  /* Even a cancelled task waits here: l must outlive the op's last CQE. */
+  while (l->armed)
+    wait_cqe(l, WEFT_NO_DEADLINE, false);
+  int saved = errno;
+  while (l->count) {
+    int fd = pop(l);
+    if (fd >= 0)
+      close(fd);
+  }
+  errno = saved;
+  l->owner->pinned_ops--;
+  weft__task_release(l->owner);
+  free(l->q);
+  free(l);
+}

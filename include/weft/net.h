@@ -6,9 +6,15 @@
  * coroutine is suspended until it completes, on every path (deadline and
  * cancellation included), so buffers and address structures only need to
  * live until the call returns. Results are the system call's as -errno.
- * -EAGAIN never reaches the caller for a socket in blocking mode, nor for a
- * socket weft made (they are not O_NONBLOCK); a socket the caller set
- * O_NONBLOCK keeps its own semantics.
+ * (A send may also be done at once by a MSG_DONTWAIT system call when the
+ * shard has nothing else to run; the result is the same.)
+ *
+ * Waiting: every call waits until it can make progress, whether or not the
+ * socket is O_NONBLOCK (io_uring polls for readiness either way), so
+ * -EAGAIN never reaches the caller - except when the caller passes
+ * MSG_DONTWAIT, which makes one attempt (-EAGAIN if it would wait). The
+ * plain-thread path follows the same rule. Sockets weft makes are
+ * close-on-exec and not O_NONBLOCK.
  *
  * _dl variants take an absolute deadline: once it passes the operation is
  * cancelled and -ETIMEDOUT returned - unless it completed first, in which case
@@ -19,8 +25,11 @@
  * weft_send_all add MSG_NOSIGNAL, and a peer that went away gives -EPIPE or
  * -ECONNRESET.
  *
- * On a plain thread the calls run the ordinary system call (poll(2) for the
- * deadline).
+ * On a plain thread the calls run the ordinary system call, with poll(2) for
+ * the deadline: transfers then use MSG_DONTWAIT and wait in poll(2), connect
+ * makes the socket O_NONBLOCK for the call. accept on a blocking listener
+ * waits in poll(2) and then calls accept4(2): if another thread takes the
+ * connection in between, the call can wait past its deadline.
  */
 #ifndef WEFT_NET_H
 #define WEFT_NET_H
@@ -54,7 +63,8 @@ WEFT_API int weft_connect(int fd, const struct sockaddr *addr, socklen_t len);
 WEFT_API int weft_connect_dl(int fd, const struct sockaddr *addr, socklen_t len, int64_t deadline);
 
 /* recv(2) / send(2): up to n bytes (send may move fewer). 0 from recv = the
- * peer closed its side. */
+ * peer closed its side. At most about 2 GiB per call (io_uring's 32-bit
+ * length): larger n are clamped. */
 WEFT_API ssize_t weft_recv(int fd, void *buf, size_t n, int flags);
 WEFT_API ssize_t weft_recv_dl(int fd, void *buf, size_t n, int flags, int64_t deadline);
 WEFT_API ssize_t weft_send(int fd, const void *buf, size_t n, int flags);
@@ -63,18 +73,24 @@ WEFT_API ssize_t weft_send_dl(int fd, const void *buf, size_t n, int flags, int6
 /* Exactly n bytes, across short transfers. Returns n; recv_exact returns 0
  * if the peer closed before the first byte and -EPIPE if it closed part-way.
  * On failure the bytes moved so far are stored in *done (if not NULL; it is
- * set on success too). */
+ * set on success too) - exactly, deadline and cancellation included. The
+ * deadline covers the whole call. -EINVAL if n > SSIZE_MAX. */
 WEFT_API ssize_t weft_recv_exact(int fd, void *buf, size_t n, size_t *done);
 WEFT_API ssize_t weft_recv_exact_dl(int fd, void *buf, size_t n, size_t *done, int64_t deadline);
 WEFT_API ssize_t weft_send_all(int fd, const void *buf, size_t n, size_t *done);
 WEFT_API ssize_t weft_send_all_dl(int fd, const void *buf, size_t n, size_t *done,
                                   int64_t deadline);
 
+/* recvmsg(2) / sendmsg(2); msg NULL is -EFAULT. Descriptors received with
+ * SCM_RIGHTS are close-on-exec (MSG_CMSG_CLOEXEC is added). */
 WEFT_API ssize_t weft_recvmsg(int fd, struct msghdr *msg, int flags);
 WEFT_API ssize_t weft_recvmsg_dl(int fd, struct msghdr *msg, int flags, int64_t deadline);
 WEFT_API ssize_t weft_sendmsg(int fd, const struct msghdr *msg, int flags);
 WEFT_API ssize_t weft_sendmsg_dl(int fd, const struct msghdr *msg, int flags, int64_t deadline);
 
+/* recvfrom(2) / sendto(2) (recvmsg/sendmsg underneath). addr without len
+ * is -EFAULT before anything is received; *len becomes the sender's address
+ * length, as with recvfrom(2). */
 WEFT_API ssize_t weft_recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *addr,
                                socklen_t *len);
 WEFT_API ssize_t weft_recvfrom_dl(int fd, void *buf, size_t n, int flags, struct sockaddr *addr,
@@ -84,6 +100,8 @@ WEFT_API ssize_t weft_sendto(int fd, const void *buf, size_t n, int flags,
 WEFT_API ssize_t weft_sendto_dl(int fd, const void *buf, size_t n, int flags,
                                 const struct sockaddr *addr, socklen_t len, int64_t deadline);
 
+/* shutdown(2) is an io_uring op; the rest never wait and are the system
+ * calls themselves. */
 WEFT_API int weft_shutdown(int fd, int how);
 WEFT_API int weft_setsockopt(int fd, int level, int name, const void *val, socklen_t len);
 WEFT_API int weft_getsockopt(int fd, int level, int name, void *val, socklen_t *len);
@@ -98,22 +116,31 @@ WEFT_API int weft_getsockname(int fd, struct sockaddr *addr, socklen_t *len);
 
 /* A listening TCP socket on host:port (SO_REUSEADDR). host NULL or "" = every
  * address (IPv6 wildcard taking IPv4 too where the system has IPv6, else
- * 0.0.0.0); port "0" = any free port (see weft_getsockname). Names are
- * resolved on the blocking pool. Returns the descriptor, or -errno; name
- * resolution failures map to -ENOENT (no such host) and -EINVAL. */
+ * 0.0.0.0); port "0" = any free port (see weft_getsockname), NULL = "0".
+ * Names are resolved on the blocking pool (numeric hosts and ports are
+ * parsed directly). Returns the descriptor, or -errno; name resolution
+ * failures map to -ENOENT (no such host or address family), -EAGAIN (the
+ * name server did not answer: try again later), -ENOMEM, the system
+ * error for EAI_SYSTEM, and -EINVAL for the rest (an unknown service name,
+ * say). Unknown flags: -EINVAL. */
 WEFT_API int weft_tcp_listen(const char *host, const char *port, int backlog);
 WEFT_API int weft_tcp_listen_opts(const char *host, const char *port, int backlog, unsigned flags);
 
 /* A connected TCP socket: resolves host (on the blocking pool) and tries
- * every address in turn until one connects, within the deadline. Returns the
- * descriptor or the last address's error (-ECONNREFUSED, -ETIMEDOUT, ...). */
+ * every address in turn until one connects, within the deadline (which
+ * covers the resolution and every attempt). Returns the descriptor or the
+ * last address's error (-ECONNREFUSED, -ETIMEDOUT, ...). No socket options
+ * are set (TCP_NODELAY is the caller's choice). */
 WEFT_API int weft_tcp_connect(const char *host, const char *port);
 WEFT_API int weft_tcp_connect_dl(const char *host, const char *port, int64_t deadline);
 
 /* Unix sockets. type is SOCK_STREAM, SOCK_SEQPACKET or SOCK_DGRAM. A path
- * starting with '@' names the abstract namespace. weft_unix_listen removes a
- * stale socket file at path first (only a socket, never another file);
- * SOCK_DGRAM sockets are bound but not listening (backlog ignored). */
+ * starting with '@' names the abstract namespace. weft_unix_listen replaces a
+ * stale socket file at path - a socket file nobody is bound to any more
+ * (connecting to it is refused) - and never removes anything else: a live
+ * socket or any other kind of file gives -EADDRINUSE. SOCK_DGRAM sockets are
+ * bound but not listening (backlog ignored). Errors: -EINVAL (type),
+ * -EFAULT (NULL path), -ENOENT (empty path), -ENAMETOOLONG. */
 WEFT_API int weft_unix_listen(const char *path, int type, int backlog);
 WEFT_API int weft_unix_connect(const char *path, int type);
 WEFT_API int weft_unix_connect_dl(const char *path, int type, int64_t deadline);
@@ -127,20 +154,35 @@ WEFT_API int weft_udp_bind(const char *host, const char *port);
  * that opened it (that task stays on its shard until the listener is
  * closed), so a busy listener gets connections without one submission per
  * accept. Where the kernel lacks multishot accept it accepts one at a time,
- * with the same results. Used by one task at a time. */
+ * with the same results. Used by one task at a time, on that shard.
+ *
+ * Connections are accepted as they come and queued in the listener (up to
+ * 1024; then it stops accepting until the queue is drained, leaving the rest
+ * in the kernel's backlog). A listener must be closed before the runtime
+ * stops: its accept op keeps the runtime from finishing. */
 typedef struct weft_listener weft_listener;
 
 /* Opens a listener on a listening socket fd (not taken over: the caller
- * still closes it, after weft_listener_close). flags as for accept4.
- * Returns 0, -EINVAL, -ENOMEM, -EPERM (not in a coroutine). */
+ * still closes it, after weft_listener_close). flags as for accept4
+ * (SOCK_NONBLOCK, SOCK_CLOEXEC; SOCK_CLOEXEC is always added).
+ * Returns 0, -EINVAL (NULL l, unknown flags, fd not listening), -EBADF,
+ * -ENOTSOCK, -ENOMEM, -EPERM (not in a coroutine). */
 WEFT_API int weft_listener_open(weft_listener **l, int fd, int flags);
 
 /* The next connection: its descriptor, or -errno (an accept error such as
- * -EMFILE is returned once, and the listener keeps going). */
+ * -EMFILE is returned once, and the listener keeps going: the next call
+ * accepts again). -ETIMEDOUT / -ECANCELED end the wait, not the listener.
+ * -EINVAL for NULL or when called on another shard, -EPERM on a plain
+ * thread, -ENOMEM if a connection had to be dropped for want of memory.
+ * (The kernel reads RLIMIT_NOFILE when the accept is armed; a raised limit
+ * is picked up by re-arming, which a -EMFILE triggers.) */
 WEFT_API int weft_listener_accept(weft_listener *l, int64_t deadline);
 
-/* Cancels the multishot accept, waits for its last completion, closes the
- * connections accepted but not handed out, and frees l. */
+/* Cancels the multishot accept, waits for its last completion (even in a
+ * cancelled task), closes the connections accepted but not handed out, and
+ * frees l. Must be called from a coroutine on the listener's shard (the
+ * process is aborted otherwise: l could not be freed safely); NULL is a
+ * no-op. */
 WEFT_API void weft_listener_close(weft_listener *l);
 
 #ifdef __cplusplus

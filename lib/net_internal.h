@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Shared by net.c (the system calls), net_addr.c (names and addresses) and
+ * listener.c (multishot accept), plus the test hooks of the socket layer.
+ */
+#ifndef WEFT_LIB_NET_INTERNAL_H
+#define WEFT_LIB_NET_INTERNAL_H
+
+#include "op.h"
+
+#include "weft/net.h"
+
+#include <netdb.h>
+#include <stdatomic.h>
+
+/* Test hook: io_uring features to treat as missing from the kernel, so the
+ * fallbacks run on a kernel that has everything. */
+#define WEFT__NET_NO_SOCKET_OP 0x1u /* IORING_OP_SOCKET (5.19): socket(2) */
+#define WEFT__NET_NO_MULTISHOT 0x2u /* multishot accept (5.19): one at a time */
+extern atomic_uint weft__net_refused;
+
+/* Test hook: sends try a MSG_DONTWAIT system call first when the shard is
+ * otherwise idle (default on; off = always the io_uring op). */
+extern atomic_bool weft__net_nowait;
+
+/* Plain-thread waiting: polls fd for `events` until the deadline (-1: no
+ * limit). 0 when ready, -ETIMEDOUT, -EBADF, or -errno of poll(2). Sets
+ * errno: callers save and restore it. */
+int weft__net_poll(int fd, short events, int64_t deadline);
+
+/* Tries the addresses of `ai` in order (weft_tcp_connect_dl after name
+ * resolution): the first connected socket, or the last address's error.
+ * Exposed so that the tests can give it several addresses. */
+int weft__net_connect_list(const struct addrinfo *ai, int64_t deadline);
+
+#endif
