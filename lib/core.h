@@ -137,6 +137,8 @@ typedef struct weft__shard_stats {
   weft__counter ops_submitted, ops_completed, ops_cancelled, ops_timed_out;
   weft__counter sq_full_flushes, cq_overflows, timers_cancelled;
   weft__counter wakes_sent, wakes_coalesced; /* shared */
+  weft__counter msgs_sent, msgs_received, msg_doorbells, msg_doorbells_coalesced;
+  weft__counter msg_backpressure, msg_failed;
 } weft__shard_stats;
 
 struct weft__steal_state {
@@ -181,6 +183,8 @@ struct weft__shard {
   _Alignas(WEFT__CACHELINE) weft__spin list_lock;
   weft_task *list_head;         /* task objects registered here */
 
+  struct weft__msg_shard *msg;  /* message lanes and receive queues (lib/msg.c) */
+
   _Alignas(WEFT__CACHELINE) weft__shard_stats stats;
 };
 
@@ -219,6 +223,7 @@ struct weft_runtime {
                                                       queue starts to pile up */
   weft__counter external_spawned;                  /* shared */
   weft__pool pool;                                 /* weft_blocking() */
+  struct weft__msg_rt *msg;                        /* shared message state (lib/msg.c) */
   pthread_mutex_t start_lock;
   pthread_cond_t start_cond;
   int started;                                     /* shards done with setup */
@@ -248,6 +253,9 @@ void weft__shard_push_remote(weft__shard *sh, weft_task *t);
 bool weft__shard_idle_otherwise(weft__shard *sh);
 /* Wakes sh if it sleeps (coalesced). */
 void weft__shard_notify(weft__shard *sh);
+/* Reaps and dispatches the completions sh has (sh's thread; also from a
+ * coroutine running on sh). Returns how many. */
+unsigned weft__shard_reap(weft__shard *sh);
 /* Suspends the running task t (already registered wherever it waits). */
 void weft__task_suspend(weft_task *t);
 
@@ -274,6 +282,11 @@ void weft__ring_teardown(weft__shard *sh);
 struct io_uring_sqe *weft__ring_sqe(weft__shard *sh);
 /* Sends a wake-up message to `to`'s ring from whatever thread this is. */
 void weft__ring_send_wake(weft__shard *to);
+/* Posts a msg_ring message (target CQE: user_data `data`, res `len`) to the
+ * ring `target_fd` without using a shard ring: the ring-less send, or this
+ * thread's own small ring. Synchronous: 0 once posted, or -errno. Leaves
+ * errno as it was. */
+int weft__ring_post_msg(int target_fd, uint64_t data, uint32_t len);
 /* Test hook: ring flags (WEFT_RING_*) setup pretends the kernel refused. */
 extern atomic_uint weft__ring_refused;
 
@@ -281,7 +294,22 @@ extern atomic_uint weft__ring_refused;
 #define WEFT__UD_WAKE ((uint64_t)1)        /* msg_ring wake-up (target side) */
 #define WEFT__UD_WAKE_SENT ((uint64_t)2)   /* our msg_ring SQE failed (source) */
 #define WEFT__UD_IGNORE ((uint64_t)3)      /* link timeouts, cancels: nothing to do */
+#define WEFT__UD_MSG ((uint64_t)4)         /* a direct message (target side) */
+#define WEFT__UD_MSG_BELL ((uint64_t)5)    /* lane/counter doorbell, flush ack (target) */
+#define WEFT__UD_MSG_FAILED ((uint64_t)6)  /* our direct message SQE failed (source) */
+#define WEFT__UD_BELL_FAILED ((uint64_t)7) /* our doorbell SQE failed (source) */
 #define WEFT__UD_TAG_MASK ((uint64_t)7)
+
+/* ---- messages (lib/msg.c) ------------------------------------------------------ */
+/* Allocates rt->msg and every shard's msg part (before the shards start);
+ * probes IORING_OP_MSG_RING. 0 or -ENOMEM. */
+int weft__msg_init(weft_runtime *rt);
+/* Frees them (after every shard thread has left); rt->msg may be NULL. */
+void weft__msg_term(weft_runtime *rt);
+/* Shard side: a CQE with one of the WEFT__UD_MSG* / *_FAILED tags. */
+void weft__msg_cqe(weft__shard *sh, uint64_t ud, int res);
+/* Test hook: the runtime start pretends the kernel has no msg_ring. */
+extern atomic_bool weft__msg_refused;
 
 /* ---- tasks (lib/task.c) ------------------------------------------------------- */
 /* Creates a task object bound to `target`; refs = 2 if want_handle else 1. */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Ring setup with flag fallback, and wake-up messages between rings.
+ * Ring setup with flag fallback, and msg_ring sends between rings (wake-ups
+ * here; the message lanes of lib/msg.c use the same ring-less path).
  *
  * Wake-ups are IORING_OP_MSG_RING messages carrying WEFT__UD_WAKE into the
  * target's CQ: they wake a shard sleeping in io_uring_enter without any
@@ -136,16 +137,16 @@ static void prep_wake(struct io_uring_sqe *sqe, int target_fd)
   io_uring_prep_msg_ring(sqe, target_fd, 0, WEFT__UD_WAKE, 0);
 }
 
-static int send_ringless(int target_fd)
+static int send_ringless(int target_fd, uint64_t data, uint32_t len)
 {
   struct io_uring_sqe sqe;
   memset(&sqe, 0, sizeof(sqe));
-  prep_wake(&sqe, target_fd);
+  io_uring_prep_msg_ring(&sqe, target_fd, len, data, 0);
   long r = syscall(__NR_io_uring_register, -1, IORING_REGISTER_SEND_MSG_RING, &sqe, 1);
   return r < 0 ? -errno : (int)r;
 }
 
-static int send_from_own_ring(int target_fd)
+static int send_from_own_ring(int target_fd, uint64_t data, uint32_t len)
 {
   if (!sender_ring) {
     pthread_once(&sender_once, sender_key_init);
@@ -163,7 +164,7 @@ static int send_from_own_ring(int target_fd)
   struct io_uring_sqe *sqe = io_uring_get_sqe(sender_ring);
   if (!sqe)
     return -EBUSY; /* cannot happen: every send is reaped before returning */
-  prep_wake(sqe, target_fd);
+  io_uring_prep_msg_ring(sqe, target_fd, len, data, 0);
   struct io_uring_cqe *cqe;
   int r = io_uring_submit_and_wait(sender_ring, 1);
   if (r >= 0 && (r = io_uring_peek_cqe(sender_ring, &cqe)) == 0) {
@@ -193,25 +194,39 @@ void weft__ring_send_wake(weft__shard *to)
       return;
     }
   }
-  /* This runs on whatever thread woke a task (a user's thread too): leave
-   * its errno as it was. */
-  int saved = errno;
-  int mode = atomic_load_explicit(&ringless_ok, memory_order_relaxed);
-  if (mode >= 0) {
-    int r = send_ringless(to->ring_fd);
-    if (r >= 0) {
-      if (mode == 0)
-        atomic_store_explicit(&ringless_ok, 1, memory_order_relaxed);
-      errno = saved;
-      return;
-    }
-    if (r == -EINVAL || r == -EOPNOTSUPP || r == -ENOSYS)
-      atomic_store_explicit(&ringless_ok, -1, memory_order_relaxed); /* kernel < 6.13 */
-  }
-  if (send_from_own_ring(to->ring_fd) < 0) {
+  if (weft__ring_post_msg(to->ring_fd, WEFT__UD_WAKE, 0) < 0) {
     /* Not sent (no memory for a ring, or the target is going away): let the
      * next waker try rather than leave a wake-up marked as on its way. */
     atomic_store_explicit(&to->wake_pending, 0, memory_order_release);
   }
+}
+
+int weft__ring_post_msg(int target_fd, uint64_t data, uint32_t len)
+{
+  /* This runs on whatever thread sends (a user's thread too): leave its
+   * errno as it was. */
+  int saved = errno;
+  int mode = atomic_load_explicit(&ringless_ok, memory_order_relaxed);
+  if (mode >= 0) {
+    int r = send_ringless(target_fd, data, len);
+    if (r >= 0) {
+      if (mode == 0)
+        atomic_store_explicit(&ringless_ok, 1, memory_order_relaxed);
+      errno = saved;
+      return 0;
+    }
+    if (r == -EINVAL || r == -EOPNOTSUPP || r == -ENOSYS) {
+      atomic_store_explicit(&ringless_ok, -1, memory_order_relaxed); /* kernel < 6.13 */
+    } else if (r != -EBADF || mode > 0) {
+      errno = saved;
+      return r; /* the kernel refused the message itself (-ENOMEM, ...) */
+    }
+    /* -EBADF before the first success: a kernel < 6.13 looks fd -1 up as
+     * a ring; decided below by whether our own ring can send. */
+  }
+  int r = send_from_own_ring(target_fd, data, len);
+  if (r >= 0 && mode == 0)
+    atomic_store_explicit(&ringless_ok, -1, memory_order_relaxed);
   errno = saved;
+  return r < 0 ? r : 0;
 }

@@ -38,6 +38,8 @@ void weft_config_init(weft_config *cfg)
   cfg->steal_backoff_min = 1;
   cfg->steal_backoff_max = 32;
   cfg->steal_queue_capacity = 4096;
+  cfg->msg_lane_capacity = 4096;
+  cfg->msg_counters = 256;
 }
 
 static int usable_cpus(void)
@@ -74,6 +76,11 @@ static int validate(const weft_config *cfg)
   unsigned cap = cfg->steal_queue_capacity;
   if (cap < 2 || cap > (1u << 24) || (cap & (cap - 1)))
     return -EINVAL;
+  unsigned lane = cfg->msg_lane_capacity;
+  if (lane < 2 || lane > (1u << 24) || (lane & (lane - 1)))
+    return -EINVAL;
+  if (cfg->msg_counters == 0 || cfg->msg_counters > 65536)
+    return -EINVAL;
   if (cfg->ncpus < 0 || (cfg->ncpus > 0 && !cfg->cpus))
     return -EINVAL;
   if (cfg->ncpus > 0) {
@@ -93,6 +100,7 @@ static void runtime_free(weft_runtime *rt)
   weft__pool_term(&rt->pool);
   for (int i = 0; i < rt->nshards; i++)
     weft__ring_teardown(&rt->shards[i]);
+  weft__msg_term(rt);
   for (int i = 0; i < rt->nshards; i++)
     weft__deque_term(&rt->shards[i].deque);
   pthread_mutex_destroy(&rt->start_lock);
@@ -168,6 +176,13 @@ int weft_runtime_start(weft_runtime **out, const weft_config *cfg_in)
       runtime_free(rt);
       return r;
     }
+  }
+
+  r = weft__msg_init(rt);
+  if (r < 0) {
+    free(cpus);
+    runtime_free(rt);
+    return r;
   }
 
   int created = 0;

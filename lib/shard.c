@@ -213,6 +213,12 @@ static void dispatch(weft__shard *sh, uint64_t ud, int res, unsigned flags)
     }
     return;
   }
+  case WEFT__UD_MSG:
+  case WEFT__UD_MSG_BELL:
+  case WEFT__UD_MSG_FAILED:
+  case WEFT__UD_BELL_FAILED:
+    weft__msg_cqe(sh, ud, res);
+    return;
   default:
     return;
   }
@@ -232,7 +238,7 @@ static bool kernel_has_events(weft__shard *sh)
          !(sh->ring_flags & WEFT_RING_TASKRUN_FLAG);
 }
 
-static unsigned reap(weft__shard *sh)
+unsigned weft__shard_reap(weft__shard *sh)
 {
   enum { BATCH = 64 };
   struct { uint64_t ud; int res; unsigned flags; } batch[BATCH];
@@ -374,7 +380,7 @@ static void loop(weft__shard *sh)
     drain_inbox(sh);
     weft__op_drain_cancels(sh);
     flush(sh);
-    reap(sh);
+    weft__shard_reap(sh);
     if (weft__timer_next(&sh->timers) >= 0)
       weft__count(&sh->stats.timers_fired, weft__timer_run(&sh->timers, weft__now()));
     if (has_runnable(sh) || weft__steal_round(sh))

@@ -35,6 +35,12 @@ static void add_shard(weft_stats *out, const weft__shard *sh)
   out->steal_wakes += weft__counter_get(&s->steal_wakes);
   out->steal_local_hits += weft__counter_get(&s->steal_local_hits);
   out->steal_takes += weft__counter_get(&s->steal_takes);
+  out->msgs_sent += weft__counter_get(&s->msgs_sent);
+  out->msgs_received += weft__counter_get(&s->msgs_received);
+  out->msg_doorbells += weft__counter_get(&s->msg_doorbells);
+  out->msg_doorbells_coalesced += weft__counter_get(&s->msg_doorbells_coalesced);
+  out->msg_backpressure += weft__counter_get(&s->msg_backpressure);
+  out->msg_failed += weft__counter_get(&s->msg_failed);
 }
 
 static double ratio(uint64_t a, uint64_t b)

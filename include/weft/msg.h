@@ -1,6 +1,181 @@
 /* SPDX-License-Identifier: MIT */
-/* Placeholder: being written. */
+/*
+ * Raw messages between shards: (tag, value) pairs addressed to a shard.
+ *
+ * A message is a 16-bit tag and a 32-bit value; the receiver also learns who
+ * sent it (the sending shard's id, or WEFT_MSG_EXTERNAL for a plain thread or
+ * a shard of another runtime). Messages are addressed to a *shard*, and taken
+ * by coroutines running on that shard (pin receivers with WEFT_PLACE_PINNED:
+ * a stealable coroutine receives the messages of whichever shard it runs on).
+ *
+ * Four ways to send:
+ *
+ *   direct    weft_msg_send(): one IORING_OP_MSG_RING per message; the value
+ *             travels inside the target's completion, no shared memory.
+ *   batched   weft_msg_send_many(): messages are appended to a bounded
+ *             single-producer lane from the sending shard to the target, and
+ *             one "doorbell" msg_ring is sent when the lane had no doorbell
+ *             outstanding (coalesced: a burst of batches costs one). A full
+ *             lane refuses what does not fit (-EAGAIN); nothing is dropped.
+ *   ticketed  weft_msg_send_wait(): a direct message whose call returns once
+ *             the kernel has posted it to the target's ring.
+ *   counters  weft_counter_add(): adds to a per-(shard, tag) 64-bit sum; only
+ *             the add that makes it non-zero rings the target. The target's
+ *             weft_counter_take() returns the sum and zeroes it.
+ *
+ * Order: messages from one sender to one target arrive in the order sent
+ * within each way of sending - direct (ticketed included) in send order, a
+ * lane in append order - but there is no order between the two ways.
+ *
+ * Receiving: each shard has two receive queues, the normal one
+ * (weft_msg_recv) and the hot one (weft_msg_recv_hot) for the tags marked
+ * with weft_msg_hot_tag(), so that urgent traffic is not stuck behind bulk.
+ * Receive queues grow as needed: a receiver that falls behind costs memory,
+ * never a message (if memory runs out while a completion has to be stored,
+ * the process aborts with a message, since a posted completion cannot be
+ * refused). The lane capacity bounds only what is in flight between two
+ * shards, not what waits in the receiver's queue.
+ *
+ * When sends happen: a coroutine's direct messages are queued as SQEs on
+ * its shard's ring and submitted together when it next suspends or yields
+ * (or its SQ fills up, or it calls weft_msg_flush): a coroutine that sends
+ * and then spins without ever suspending delays them. Doorbells (a lane's or
+ * a counter's) are submitted at once, so the target drains a lane while the
+ * sender is still filling it. Plain threads send at once (a ring-less
+ * msg_ring on kernels >= 6.13, else a small ring of the thread's own, made
+ * on first use).
+ *
+ * A target shard that sleeps in the kernel is woken by the message itself.
+ *
+ * Errors common to the calls below: -EINVAL for a shard id out of range or
+ * a NULL argument, and for calls without a runtime argument made outside one
+ * (on a plain thread); -EPERM for the calls that need a coroutine of a shard
+ * (receiving, counter takes, flushing); -EOPNOTSUPP when the kernel lacks
+ * IORING_OP_MSG_RING (5.18), probed when the runtime starts.
+ */
 #ifndef WEFT_MSG_H
 #define WEFT_MSG_H
+
 #include "common.h"
+#include "runtime.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The sender id of messages from plain threads and other runtimes. */
+#define WEFT_MSG_EXTERNAL 0xffffu
+
+/* Flag of weft_msg_try_recv() / weft_msg_recv_many(): use the hot queue. */
+#define WEFT_MSG_HOT 0x1u
+
+typedef struct weft_msg {
+  uint16_t sender; /* sending shard, or WEFT_MSG_EXTERNAL (ignored when sending) */
+  uint16_t tag;
+  uint32_t val;
+} weft_msg;
+
+/* ---- sending ------------------------------------------------------------------ */
+
+/* Sends (tag, val) directly to `shard` of the calling coroutine's runtime.
+ * Returns 0 once the message is queued for submission (a coroutine) or
+ * posted (a plain thread cannot use this call: -EINVAL; see _rt). */
+WEFT_API int weft_msg_send(int shard, uint16_t tag, uint32_t val);
+
+/* The same for `shard` of `rt` (NULL = the calling coroutine's runtime),
+ * from any thread. From a plain thread or another runtime's shard the
+ * message is posted before the call returns (sender WEFT_MSG_EXTERNAL); the
+ * kernel's error (-ENOMEM, ...) is returned if it could not be. */
+WEFT_API int weft_msg_send_rt(weft_runtime *rt, int shard, uint16_t tag, uint32_t val);
+
+/* Appends msgs[0..n) (their `sender` fields are ignored) to the lane from
+ * this shard to `shard`, as many as fit, in order. Returns how many were
+ * queued (n when all fit; fewer when the lane filled up - the rest were not
+ * queued and may be sent again later), or -EAGAIN if the lane was full and
+ * none was queued, 0 for n == 0, -ENOMEM if the lane could not be made (its
+ * first use), -EINVAL as above. Counted: a lane holds at most
+ * weft_config.msg_lane_capacity messages not yet taken by the target. */
+WEFT_API int weft_msg_send_many(int shard, const weft_msg *msgs, size_t n);
+
+/* The same from any thread; plain threads (and other runtimes) share one
+ * lane per target (under a lock), so their messages are ordered per thread. */
+WEFT_API int weft_msg_send_many_rt(weft_runtime *rt, int shard, const weft_msg *msgs,
+                                   size_t n);
+
+/* Sends (tag, val) to `shard` directly and returns once the kernel has
+ * posted it to the target's ring: from then on it is found by a receive on
+ * the target (weft_msg_try_recv included). Returns 0, or the kernel's error
+ * (the message was not delivered), -ECANCELED if the coroutine is cancelled
+ * before the message is submitted. On a plain thread use _rt (posted
+ * synchronously, as weft_msg_send_rt). */
+WEFT_API int weft_msg_send_wait(int shard, uint16_t tag, uint32_t val);
+WEFT_API int weft_msg_send_wait_rt(weft_runtime *rt, int shard, uint16_t tag, uint32_t val);
+
+/* A barrier for everything the calling coroutine's *shard* has sent so far
+ * (all its coroutines, to every target of its runtime): returns once
+ *   - every direct message was posted to its target's ring (a ticketed
+ *     marker per target with direct traffic since the last flush: msg_ring
+ *     SQEs of one ring are issued in order), and
+ *   - every batched message was taken out of its lane by the target shard
+ *     and is in that shard's receive queues (the target acknowledges).
+ * Counter adds need no flush: they are visible as soon as the add returns.
+ * Returns 0, -ECANCELED (the coroutine was cancelled while waiting), the
+ * kernel's error for a marker, -EPERM on a plain thread. */
+WEFT_API int weft_msg_flush(void);
+
+/* ---- receiving (a coroutine; the shard it runs on) --------------------------------- */
+
+/* Takes the next message of the normal queue of the calling coroutine's
+ * shard, waiting until one arrives or the absolute `deadline`
+ * (WEFT_NO_DEADLINE: none). Returns 0 with *m filled, -ETIMEDOUT,
+ * -ECANCELED, -EPERM (plain thread), -EINVAL (m NULL). A message is never
+ * lost on a timeout or cancel: it stays queued for the next receive. */
+WEFT_API int weft_msg_recv(weft_msg *m, int64_t deadline);
+
+/* The same on the hot queue (tags marked with weft_msg_hot_tag). */
+WEFT_API int weft_msg_recv_hot(weft_msg *m, int64_t deadline);
+
+/* Takes up to `max` messages at once (WEFT_MSG_HOT in flags: the hot
+ * queue), waiting as weft_msg_recv for the first. Returns how many (>= 1),
+ * or the errors of weft_msg_recv. */
+WEFT_API int weft_msg_recv_many(weft_msg *m, size_t max, unsigned flags, int64_t deadline);
+
+/* Takes a message if there is one, without waiting: it first collects what
+ * the kernel has posted to this shard, so a message whose
+ * weft_msg_send_wait() has returned is always found. Returns 0, -EAGAIN
+ * (none), -EPERM, -EINVAL. */
+WEFT_API int weft_msg_try_recv(weft_msg *m, unsigned flags);
+
+/* Marks `tag` hot (or not) in `rt` (NULL = current): messages with a hot tag
+ * that arrive from now on go to the hot queue. Returns 0, -EINVAL. */
+WEFT_API int weft_msg_hot_tag(weft_runtime *rt, uint16_t tag, bool hot);
+
+/* ---- coalesced counters ------------------------------------------------------------ */
+
+/* Adds n to counter `tag` of `shard` (tags below
+ * weft_config.msg_counters). Only an add that makes the counter non-zero
+ * sends a doorbell to the shard; the others are plain atomic adds. Returns
+ * 0, -EINVAL (tag or shard out of range, not in a runtime). The sum is
+ * exact under any number of concurrent adders. */
+WEFT_API int weft_counter_add(int shard, uint16_t tag, uint32_t n);
+
+/* The same from any thread. If a plain thread's doorbell cannot be sent,
+ * the add still counts (it is returned by the next take) and the kernel's
+ * error is returned: a taker already waiting may sleep until the next add. */
+WEFT_API int weft_counter_add_rt(weft_runtime *rt, int shard, uint16_t tag, uint32_t n);
+
+/* Takes counter `tag` of the calling coroutine's shard: returns its sum
+ * (> 0) and zeroes it, waiting while it is zero until `deadline`.
+ * Returns the sum, or -ETIMEDOUT, -ECANCELED, -EPERM, -EINVAL. A sum above
+ * INT64_MAX is returned in parts. */
+WEFT_API int64_t weft_counter_take(uint16_t tag, int64_t deadline);
+
+#ifdef __cplusplus
+}
+#endif
+
 #endif

@@ -98,6 +98,16 @@ typedef struct weft_config {
                                      local queue instead: it still runs, but
                                      cannot be stolen until it is queued again
                                      (counted as steal_backpressure). */
+
+  /* Messages between shards (weft/msg.h). */
+  unsigned msg_lane_capacity;     /* messages a batched lane from one sender to
+                                     one shard holds until the target takes
+                                     them, a power of two 2..2^24, default 4096
+                                     (a full lane makes weft_msg_send_many
+                                     return -EAGAIN). Lanes are made on first
+                                     use: 8 bytes a slot. */
+  unsigned msg_counters;          /* counter tags per shard (weft_counter_add
+                                     takes tags below it), 1..65536, default 256 */
 } weft_config;
 
 /* Fills every field with its default. */

@@ -61,6 +61,19 @@ typedef struct weft_stats {
   double steal_success_rate;/* steal_takes / steal_attempts: share of probes
                                that found something to take (<= 1) */
   double stolen_per_scan;   /* steal_success / steal_scans */
+  /* Messages (weft/msg.h); plain threads' sends are counted only where
+   * they are received. */
+  uint64_t msgs_sent;       /* messages sent by coroutines of this shard
+                               (direct, ticketed, and batched ones queued) */
+  uint64_t msgs_received;   /* messages queued for receivers on this shard */
+  uint64_t msg_doorbells;   /* lane/counter doorbells and flush acks sent */
+  uint64_t msg_doorbells_coalesced; /* batches and counter adds that needed
+                               no doorbell: one was already on its way */
+  uint64_t msg_backpressure;/* messages weft_msg_send_many refused because
+                               their lane was full (each time: a message
+                               offered again and refused again counts again) */
+  uint64_t msg_failed;      /* msg_ring sends the kernel refused (sent again
+                               unless the runtime is stopping) */
   unsigned ring_flags;      /* WEFT_RING_* in use (sum: those every shard uses) */
   unsigned ring_entries;    /* SQ size of the ring */
 } weft_stats;

@@ -1,0 +1,287 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Moving messages (see msg_internal.h for the design): the receive queues,
+ * the lanes and their doorbell handshake, sending direct messages and
+ * doorbells from a shard's ring, and the completions that carry them.
+ */
+#include "msg_internal.h"
+
+#include "../coro/fault.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- receive queues -------------------------------------------------------------- */
+
+int weft__rq_init(weft__rq *q)
+{
+  q->v = weft__malloc(WEFT__RQ_INITIAL * sizeof(weft_msg));
+  if (!q->v)
+    return -ENOMEM;
+  q->head = q->tail = 0;
+  q->mask = WEFT__RQ_INITIAL - 1;
+  q->maybe_waiters = false;
+  weft__waitq_init(&q->waiters);
+  return 0;
+}
+
+/* Doubles q. A completion the kernel has posted cannot be refused, so
+ * running out of memory here ends the process rather than lose a message. */
+static void rq_grow(weft__rq *q)
+{
+  uint32_t cap = q->mask + 1, n = q->tail - q->head;
+  weft_msg *v = cap <= UINT32_MAX / 2 ? malloc((size_t)cap * 2 * sizeof(weft_msg)) : NULL;
+  if (!v) {
+    fprintf(stderr, "weft: out of memory for a receive queue of %u messages\n", cap);
+    abort();
+  }
+  for (uint32_t i = 0; i < n; i++)
+    v[i] = q->v[(q->head + i) & q->mask];
+  free(q->v);
+  q->v = v;
+  q->head = 0;
+  q->tail = n;
+  q->mask = cap * 2 - 1;
+}
+
+/* Room for n more messages in q. */
+static void rq_reserve(weft__rq *q, uint32_t n)
+{
+  while (q->mask + 1 - (q->tail - q->head) < n)
+    rq_grow(q);
+}
+
+size_t weft__rq_pop(weft__rq *q, weft_msg *out, size_t max)
+{
+  size_t n = 0;
+  while (n < max && q->head != q->tail)
+    out[n++] = q->v[q->head++ & q->mask];
+  return n;
+}
+
+/* Hands m to the first receiver still waiting on q; false if there is none. */
+static bool rq_hand_off(weft__rq *q, const weft_msg *m)
+{
+  weft__waiter *w;
+  weft__spin_lock(&q->waiters.lock);
+  while ((w = weft__waitq_pop(&q->waiters)) && !weft__waiter_claim(w))
+    ;
+  q->maybe_waiters = q->waiters.head != NULL;
+  weft__spin_unlock(&q->waiters.lock);
+  if (!w)
+    return false;
+  *(weft_msg *)w->data = *m;
+  weft__waiter_complete(w, 0);
+  return true;
+}
+
+/* Queues a message that arrived at sh (sh's thread). */
+static void deliver(weft__shard *sh, const weft_msg *m)
+{
+  weft__msg_rt *mr = sh->rt->msg;
+  uint64_t word = atomic_load_explicit(&mr->hot[m->tag >> 6], memory_order_relaxed);
+  weft__rq *q = &sh->msg->q[(word >> (m->tag & 63)) & 1];
+  if (q->maybe_waiters && rq_hand_off(q, m))
+    return;
+  if (q->tail - q->head > q->mask)
+    rq_grow(q);
+  q->v[q->tail++ & q->mask] = *m;
+}
+
+/* ---- lanes ----------------------------------------------------------------------- */
+
+weft__lane *weft__lane_new(unsigned capacity)
+{
+  if (weft__fault_hit(WEFT__FAULT_MALLOC))
+    return NULL;
+  size_t size = sizeof(weft__lane) + (size_t)capacity * sizeof(weft_msg);
+  size = (size + WEFT__CACHELINE - 1) & ~(size_t)(WEFT__CACHELINE - 1);
+  void *p = NULL;
+  if (posix_memalign(&p, WEFT__CACHELINE, size) != 0)
+    return NULL;
+  weft__lane *l = p;
+  memset(l, 0, sizeof(*l));
+  l->plock = (weft__spin)WEFT__SPIN_INIT;
+  l->mask = capacity - 1;
+  return l;
+}
+
+uint32_t weft__lane_push(weft__lane *l, const weft_msg *msgs, uint32_t n)
+{
+  uint32_t cap = l->mask + 1, t = l->ptail;
+  if (cap - (t - l->head_cache) < n)
+    l->head_cache = atomic_load_explicit(&l->head, memory_order_acquire);
+  uint32_t room = cap - (t - l->head_cache);
+  uint32_t k = n < room ? n : room;
+  uint32_t at = t & l->mask, first = cap - at < k ? cap - at : k;
+  memcpy(&l->slots[at], msgs, first * sizeof(weft_msg));
+  memcpy(&l->slots[0], msgs + first, (k - first) * sizeof(weft_msg));
+  l->ptail = t + k;
+  /* seq_cst: the store and weft__lane_needs_bell's load are one side of the
+   * doorbell handshake (a Dekker pair with lane_drain). */
+  atomic_store_explicit(&l->tail, t + k, memory_order_seq_cst);
+  return k;
+}
+
+bool weft__lane_needs_bell(weft__lane *l)
+{
+  return !atomic_load_explicit(&l->bell, memory_order_seq_cst) &&
+         !atomic_exchange_explicit(&l->bell, 1, memory_order_acq_rel);
+}
+
+/* A lane doorbell arrived at sh: take everything in lane `src`. */
+static void lane_drain(weft__shard *sh, unsigned src)
+{
+  weft_runtime *rt = sh->rt;
+  weft__lane *l = atomic_load_explicit(&sh->msg->in[src], memory_order_acquire);
+  if (!l)
+    return;
+  atomic_store_explicit(&l->bell, 0, memory_order_seq_cst);
+  uint32_t h = atomic_load_explicit(&l->head, memory_order_relaxed);
+  uint32_t t = atomic_load_explicit(&l->tail, memory_order_seq_cst);
+  uint16_t sender = src == (unsigned)rt->nshards ? WEFT_MSG_EXTERNAL : (uint16_t)src;
+  weft__rq *q = &sh->msg->q[0];
+  if (!q->maybe_waiters && !atomic_load_explicit(&rt->msg->nhot, memory_order_relaxed)) {
+    /* The common case - no hot tag, nobody waiting - copied in bulk. */
+    rq_reserve(q, t - h);
+    for (uint32_t i = h; i != t; i++) {
+      weft_msg *m = &q->v[q->tail++ & q->mask];
+      *m = l->slots[i & l->mask];
+      m->sender = sender;
+    }
+  } else {
+    for (uint32_t i = h; i != t; i++) {
+      weft_msg m = l->slots[i & l->mask];
+      m.sender = sender;
+      deliver(sh, &m);
+    }
+  }
+  weft__count(&sh->stats.msgs_received, t - h);
+  atomic_store_explicit(&l->head, t, memory_order_seq_cst);
+  if (src < (unsigned)rt->nshards && atomic_load_explicit(&l->flush_req, memory_order_seq_cst) &&
+      atomic_exchange_explicit(&l->flush_req, 0, memory_order_acq_rel))
+    weft__msg_bell(sh, &rt->shards[src], WEFT__BELL_ACK, 0);
+}
+
+/* ---- sending from a shard of the same runtime ----------------------------------------- */
+
+static bool give_up_resend(weft__shard *sh, int res)
+{
+  return atomic_load_explicit(&sh->rt->stopping, memory_order_relaxed) || res == -EOWNERDEAD ||
+         res == -EBADFD || res == -EBADF;
+}
+
+/* Queues a direct message on me's ring (or posts it now when the SQ has no
+ * room even after a submit). */
+int weft__msg_direct(weft__shard *me, weft__shard *to, uint16_t tag, uint32_t val)
+{
+  struct io_uring_sqe *sqe = weft__ring_sqe(me);
+  if (!sqe) {
+    int r = weft__ring_post_msg(to->ring_fd, ud_msg((unsigned)me->id, tag), val);
+    if (r < 0)
+      return r;
+  } else {
+    io_uring_prep_msg_ring(sqe, to->ring_fd, val, ud_msg((unsigned)me->id, tag), 0);
+    sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+    io_uring_sqe_set_data64(sqe, ud_msg_failed(to->id, tag, val));
+  }
+  me->msg->direct_seq[to->id]++;
+  return 0;
+}
+
+/* Rings `to` from me's ring. Submitted now, not at the next flush: the
+ * sender may go on computing (or producing into the lane) for long, and the
+ * target can start draining meanwhile - the pipelining is what makes a lane
+ * fast; the lane's `bell` already tells other producers that it is coming. */
+void weft__msg_bell(weft__shard *me, weft__shard *to, unsigned kind, unsigned payload)
+{
+  weft__count(&me->stats.msg_doorbells, 1);
+  struct io_uring_sqe *sqe = weft__ring_sqe(me);
+  if (sqe) {
+    io_uring_prep_msg_ring(sqe, to->ring_fd, 0, ud_bell(kind, payload), 0);
+    sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+    io_uring_sqe_set_data64(sqe, ud_bell_failed(to->id, kind, payload));
+    me->sq_pending = 0;
+    io_uring_submit(&me->ring);
+    weft__count(&me->stats.enters, 1);
+    return;
+  }
+  if (weft__ring_post_msg(to->ring_fd, ud_bell(kind, payload), 0) == 0)
+    return;
+  weft__count(&me->stats.msg_failed, 1);
+  if (kind == WEFT__BELL_LANE) {
+    /* Let the next push ring instead of leaving the lane marked as rung. */
+    weft__lane *l = atomic_load_explicit(&to->msg->in[payload], memory_order_relaxed);
+    atomic_store_explicit(&l->bell, 0, memory_order_release);
+  }
+}
+
+/* ---- completions ------------------------------------------------------------------ */
+
+void weft__msg_cqe(weft__shard *sh, uint64_t ud, int res)
+{
+  weft_runtime *rt = sh->rt;
+  switch (ud & WEFT__UD_TAG_MASK) {
+  case WEFT__UD_MSG: {
+    weft_msg m = {.sender = (uint16_t)(ud >> 19), .tag = (uint16_t)(ud >> 3), .val = (uint32_t)res};
+    deliver(sh, &m);
+    weft__count(&sh->stats.msgs_received, 1);
+    return;
+  }
+  case WEFT__UD_MSG_BELL: {
+    unsigned kind = (ud >> 3) & 3, payload = (unsigned)(ud >> 5) & 0x1ffff;
+    if (kind == WEFT__BELL_LANE) {
+      if (payload <= (unsigned)rt->nshards)
+        lane_drain(sh, payload);
+    } else if (kind == WEFT__BELL_COUNTER) {
+      if (payload < rt->msg->ncounters) {
+        weft__waitq *q = &sh->msg->counter_q[payload];
+        weft__waiter *w;
+        weft__spin_lock(&q->lock);
+        while ((w = weft__waitq_pop(q)) && !weft__waiter_claim(w))
+          ;
+        weft__spin_unlock(&q->lock);
+        if (w)
+          weft__waiter_complete(w, 0);
+      }
+    } else if (kind == WEFT__BELL_ACK) {
+      weft__waiter *ready = NULL, *w;
+      weft__spin_lock(&sh->msg->flush_q.lock);
+      while ((w = weft__waitq_pop(&sh->msg->flush_q)))
+        if (weft__waiter_claim(w)) {
+          w->next = ready;
+          ready = w;
+        }
+      weft__spin_unlock(&sh->msg->flush_q.lock);
+      while (ready) {
+        w = ready->next;
+        weft__waiter_complete(ready, 0);
+        ready = w;
+      }
+    }
+    return; /* WEFT__BELL_MARK: a flush marker, nothing to do */
+  }
+  case WEFT__UD_MSG_FAILED: {
+    /* The kernel refused a direct message of ours: send it again, unless
+     * the target is going away with the runtime. */
+    weft__count(&sh->stats.msg_failed, 1);
+    weft__shard *to = &rt->shards[(ud >> 3) & 0xff];
+    if (!give_up_resend(sh, res))
+      weft__msg_direct(sh, to, (uint16_t)(ud >> 11), (uint32_t)(ud >> 27));
+    return;
+  }
+  case WEFT__UD_BELL_FAILED: {
+    weft__count(&sh->stats.msg_failed, 1);
+    unsigned kind = (ud >> 3) & 3, payload = (unsigned)(ud >> 5) & 0x1ffff;
+    weft__shard *to = &rt->shards[(ud >> 22) & 0xff];
+    if (!give_up_resend(sh, res))
+      weft__msg_bell(sh, to, kind, payload);
+    return;
+  }
+  default:
+    return;
+  }
+}
+
