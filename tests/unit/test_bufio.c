@@ -1291,7 +1291,11 @@ static void *copy_errors_body(void *arg)
   CO_EQ(weft_copy(-1, NULL, sv[0], 10, &done), -EBADF);
   CO_EQ(done, 0);
   CO_EQ(weft_copy(fd, NULL, -1, 10, &done), -EBADF);
-  int closed = dup(fd);
+  /* A closed descriptor number far above the ones in use: a low one could be
+   * taken again meanwhile by another thread of the process (a shard's or a
+   * pool thread's ring or pipe), and a copy from it would then wait for ever. */
+  int closed = fcntl(fd, F_DUPFD_CLOEXEC, 900);
+  CO_CHECK(closed >= 900);
   close(closed);
   CO_EQ(weft_copy(closed, NULL, sv[0], 10, &done), -EBADF);
   CO_EQ(weft_copy(fd, NULL, closed, 10, &done), -EBADF);

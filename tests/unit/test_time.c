@@ -388,18 +388,34 @@ Test(time, interval_delay_restarts_from_the_late_tick, .timeout = 30)
  * before they are due - stay on the grid, however late the shard's wake-up
  * is. A wake-up is always a little late, so a schedule computed from the
  * wake-up time drifts by that latency on every tick. */
-static void *delay_on_time_main(void *arg)
+/* One run of 4 ticks: 1 if every next() was called on time and the ticks
+ * stayed on the grid, 0 if a wake-up came too late to say (a loaded machine
+ * can delay one past a whole period: that is a missed tick, not this case). */
+static int on_time_run(void)
 {
-  (void)arg;
   weft_interval *iv;
   int64_t t0 = weft_now() + PERIOD;
   CO_EQ(weft_interval_create(&iv, PERIOD, t0, WEFT_MISSED_DELAY), 0);
-  for (int k = 0; k < 4; k++) {
-    CO_CHECK(weft_now() < weft_interval_deadline(iv)); /* called on time */
+  int on_time = 1;
+  for (int k = 0; k < 4 && on_time; k++) {
+    if (weft_now() >= weft_interval_deadline(iv)) {
+      on_time = 0;
+      break;
+    }
     CO_EQ(weft_interval_deadline(iv), t0 + k * PERIOD);
     CO_EQ(weft_interval_next(iv), 0);
   }
   weft_interval_destroy(iv);
+  return on_time;
+}
+
+static void *delay_on_time_main(void *arg)
+{
+  (void)arg;
+  int runs = 0;
+  while (runs < 20 && !on_time_run())
+    runs++;
+  CO_CHECK(runs < 20); /* at least one run of 4 on-time ticks */
   return NULL;
 }
 
