@@ -177,10 +177,29 @@ static int wait_cqe(struct weft_uring_multishot *ms, int64_t deadline, bool canc
   return r;
 }
 
+/* The op lives on its task's shard and pins that task there; only that task
+ * may use it (another could outlive it and touch a freed task). */
+static bool owned(const struct weft_uring_multishot *ms)
+{
+  return ms->op.task == weft__task_self();
+}
+
+int weft_uring_multishot_cancel(weft_uring_multishot *ms)
+{
+  if (!ms)
+    return -EINVAL;
+  if (!owned(ms))
+    return -EPERM;
+  request_cancel(ms);
+  return 0;
+}
+
 int weft_uring_multishot_next(weft_uring_multishot *ms, int *res, unsigned *flags, int64_t deadline)
 {
   if (!ms)
     return -EINVAL;
+  if (!owned(ms))
+    return -EPERM;
   weft_task *t = ms->op.task;
   deadline = weft__deadline_for(t, deadline);
   for (;;) {
@@ -212,6 +231,8 @@ int weft_uring_multishot_end(weft_uring_multishot *ms)
 {
   if (!ms)
     return -EINVAL;
+  if (!owned(ms))
+    return -EPERM;
   request_cancel(ms);
   /* Wait for the final CQE even if the task is cancelled: the op must be
    * over before ms is freed. */

@@ -69,7 +69,17 @@ WEFT_API int weft_uring_wait(struct io_uring_sqe **sqes, unsigned n, unsigned *c
  *     weft_uring_multishot_end(ms);     // always: cancels if still active
  *
  * A coroutine with an active multishot op stays on its shard (it is not
- * stolen) until weft_uring_multishot_end. */
+ * stolen) until weft_uring_multishot_end, and only that coroutine may call
+ * next, cancel and end (-EPERM from any other). End it before the coroutine
+ * returns: an op still armed keeps the runtime from stopping.
+ *
+ * weft_uring_multishot_end drops the CQEs still queued. Where a result owns
+ * something (a multishot accept's descriptors), cancel first and drain:
+ *
+ *     weft_uring_multishot_cancel(ms);
+ *     while (weft_uring_multishot_next(ms, &res, &flags, WEFT_NO_DEADLINE) > 0)
+ *       if (res >= 0) close(res);
+ *     weft_uring_multishot_end(ms); */
 typedef struct weft_uring_multishot weft_uring_multishot;
 
 /* Submits sqe as a multishot op. Returns 0, -EPERM (plain thread), -ENOMEM,
@@ -86,8 +96,13 @@ WEFT_API int weft_uring_multishot_begin(weft_uring_multishot **ms, struct io_uri
 WEFT_API int weft_uring_multishot_next(weft_uring_multishot *ms, int *res, unsigned *flags,
                                        int64_t deadline);
 
-/* Cancels the op if it is still active, waits for its final CQE, frees ms.
- * Returns 0 or -EINVAL. */
+/* Asks the kernel to end the op; ms stays usable: next() returns the CQEs
+ * still queued or coming, then 0. Returns 0, -EINVAL, -EPERM. */
+WEFT_API int weft_uring_multishot_cancel(weft_uring_multishot *ms);
+
+/* Cancels the op if it is still active, waits for its final CQE, drops the
+ * CQEs still queued and frees ms. Returns 0, -EINVAL, or -EPERM (not the
+ * coroutine that began it: ms is left alone). */
 WEFT_API int weft_uring_multishot_end(weft_uring_multishot *ms);
 
 #ifdef __cplusplus
