@@ -1,0 +1,494 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Suite "net", part 2 - the other socket kinds and calls: fd passing
+ * (SCM_RIGHTS), UDP, Unix stream/seqpacket/datagram and abstract names,
+ * stale socket files, shutdown, addresses and options, name resolution and
+ * the SOCKET-op fallback.
+ */
+#include "net_test.h"
+
+/* ---- messages, datagrams, Unix -------------------------------------------------- */
+
+static void *scm_body(void *arg)
+{
+  (void)arg;
+  int sv[2], p[2];
+  CO_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  CO_EQ(io_pipe(p), 0);
+  /* Send the pipe's write end with one byte of data. */
+  char cbuf[CMSG_SPACE(sizeof(int))];
+  memset(cbuf, 0, sizeof(cbuf));
+  struct iovec iov = {.iov_base = "F", .iov_len = 1};
+  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+                     .msg_controllen = sizeof(cbuf)};
+  struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(c), &p[1], sizeof(int));
+  CO_EQ(weft_sendmsg(sv[0], &m, 0), 1);
+  CO_EQ(close(p[1]), 0);
+
+  char rcbuf[CMSG_SPACE(sizeof(int))], byte = 0;
+  struct iovec riov = {.iov_base = &byte, .iov_len = 1};
+  struct msghdr r = {.msg_iov = &riov, .msg_iovlen = 1, .msg_control = rcbuf,
+                     .msg_controllen = sizeof(rcbuf)};
+  CO_EQ(weft_recvmsg(sv[1], &r, 0), 1);
+  CO_EQ(byte, 'F');
+  struct cmsghdr *rc = CMSG_FIRSTHDR(&r);
+  CO_CHECK(rc && rc->cmsg_type == SCM_RIGHTS);
+  int fd = -1;
+  if (rc)
+    memcpy(&fd, CMSG_DATA(rc), sizeof(int));
+  CO_CHECK(fd >= 0);
+  CO_CHECK(fcntl(fd, F_GETFD) & FD_CLOEXEC); /* MSG_CMSG_CLOEXEC */
+  /* The received descriptor is the pipe's write end. */
+  CO_EQ(weft_write(fd, "via", 3), 3);
+  char got[3];
+  CO_EQ(weft_read(p[0], got, 3), 3);
+  CO_CHECK(memcmp(got, "via", 3) == 0);
+  close(fd);
+  close(p[0]);
+  CO_EQ(weft_recvmsg(sv[1], NULL, 0), -EFAULT);
+  CO_EQ(weft_sendmsg(sv[1], NULL, 0), -EFAULT);
+  close(sv[0]);
+  close(sv[1]);
+  return NULL;
+}
+
+Test(net, scm_rights, .timeout = 30)
+{
+  rt_run(1, scm_body, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+Test(net, scm_rights_plain_thread, .timeout = 30)
+{
+  scm_body(NULL);
+  rt_assert_clean();
+}
+
+static void udp_exchange(void)
+{
+  int a = weft_udp_bind("127.0.0.1", "0"), b = weft_udp_bind("127.0.0.1", "0");
+  CO_CHECK(a >= 0 && b >= 0);
+  struct sockaddr_in sa_b, from;
+  socklen_t len = sizeof(sa_b);
+  CO_EQ(weft_getsockname(b, (struct sockaddr *)&sa_b, &len), 0);
+  CO_EQ(weft_sendto(a, "ping", 4, 0, (struct sockaddr *)&sa_b, len), 4);
+  char buf[16];
+  socklen_t flen = sizeof(from);
+  CO_EQ(weft_recvfrom(b, buf, sizeof(buf), 0, (struct sockaddr *)&from, &flen), 4);
+  CO_EQ(flen, sizeof(struct sockaddr_in));
+  CO_CHECK(memcmp(buf, "ping", 4) == 0);
+  CO_EQ(ntohs(from.sin_port), port_of(a));
+  CO_EQ(ntohl(from.sin_addr.s_addr), INADDR_LOOPBACK);
+  /* Reply to the sender's address; receive without one. */
+  CO_EQ(weft_sendto(b, "pong!", 5, 0, (struct sockaddr *)&from, flen), 5);
+  CO_EQ(weft_recvfrom(a, buf, sizeof(buf), 0, NULL, NULL), 5);
+  CO_CHECK(memcmp(buf, "pong!", 5) == 0);
+  /* A short buffer truncates the datagram (MSG_TRUNC gives its length). */
+  CO_EQ(weft_sendto(a, "0123456789", 10, 0, (struct sockaddr *)&sa_b, len), 10);
+  CO_EQ(weft_recvfrom(b, buf, 4, MSG_TRUNC, NULL, NULL), 10);
+  CO_EQ(weft_recvfrom(b, buf, 4, 0, (struct sockaddr *)&from, NULL), -EFAULT);
+  /* Deadline on an empty socket. */
+  CO_EQ(weft_recvfrom_dl(b, buf, 4, 0, NULL, NULL, weft_now() + 50 * WEFT_MSEC), -ETIMEDOUT);
+  CO_EQ(weft_sendto_dl(a, "x", 1, 0, (struct sockaddr *)&sa_b, len, WEFT_NO_DEADLINE), 1);
+  CO_EQ(weft_recv(b, buf, sizeof(buf), 0), 1);
+  close(a);
+  close(b);
+  /* The wildcard socket takes IPv4 datagrams too (dual stack). */
+  int w = weft_udp_bind(NULL, "0"), c = weft_udp_bind("127.0.0.1", "0");
+  CO_CHECK(w >= 0 && c >= 0);
+  struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port_of(w)),
+                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  CO_EQ(weft_sendto(c, "dual", 4, 0, (struct sockaddr *)&to, sizeof(to)), 4);
+  CO_EQ(weft_recv(w, buf, sizeof(buf), 0), 4);
+  close(w);
+  close(c);
+}
+
+static void *udp_body(void *arg)
+{
+  (void)arg;
+  udp_exchange();
+  return NULL;
+}
+
+Test(net, udp, .timeout = 30)
+{
+  rt_run(1, udp_body, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+Test(net, udp_plain_thread, .timeout = 30)
+{
+  udp_exchange();
+  rt_assert_clean();
+}
+
+static char tmpdir[64];
+
+static void mk_tmpdir(void)
+{
+  strcpy(tmpdir, "/tmp/weft-net-XXXXXX");
+  cr_assert_not_null(mkdtemp(tmpdir));
+}
+
+static void rm_tmpdir(void)
+{
+  char cmd[128];
+  snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+/* One exchange over a Unix socket of `type` at `path`. */
+static void unix_exchange(const char *path, int type)
+{
+  int l = weft_unix_listen(path, type, 8);
+  CO_CHECK(l >= 0);
+  if (type == SOCK_DGRAM) {
+    int c = weft_socket(AF_UNIX, SOCK_DGRAM, 0);
+    CO_CHECK(c >= 0);
+    struct sockaddr_un sa;
+    socklen_t len = sizeof(sa);
+    CO_EQ(weft_getsockname(l, (struct sockaddr *)&sa, &len), 0);
+    CO_EQ(weft_listen(l, 1), -EOPNOTSUPP); /* bound, not listening */
+    CO_EQ(weft_sendto(c, "dgram", 5, 0, (struct sockaddr *)&sa, len), 5);
+    char buf[16];
+    CO_EQ(weft_recv(l, buf, sizeof(buf), 0), 5);
+    close(c);
+    close(l);
+    return;
+  }
+  int c = weft_unix_connect(path, type);
+  CO_CHECK(c >= 0);
+  int s = weft_accept(l, NULL, NULL, 0);
+  CO_CHECK(s >= 0);
+  CO_EQ(weft_send(c, "one", 3, 0), 3);
+  CO_EQ(weft_send(c, "three", 5, 0), 5);
+  char buf[16];
+  if (type == SOCK_SEQPACKET) {
+    /* Message boundaries are kept. */
+    CO_EQ(weft_recv(s, buf, sizeof(buf), 0), 3);
+    CO_EQ(weft_recv(s, buf, sizeof(buf), 0), 5);
+  } else {
+    CO_EQ(weft_recv_exact(s, buf, 8, NULL), 8);
+    CO_CHECK(memcmp(buf, "onethree", 8) == 0);
+  }
+  close(c);
+  close(s);
+  close(l);
+}
+
+static void *unix_body(void *arg)
+{
+  (void)arg;
+  char p[PATH_MAX], ab[64];
+  snprintf(p, sizeof(p), "%s/stream", tmpdir);
+  unix_exchange(p, SOCK_STREAM);
+  snprintf(p, sizeof(p), "%s/seq", tmpdir);
+  unix_exchange(p, SOCK_SEQPACKET);
+  snprintf(p, sizeof(p), "%s/dgram", tmpdir);
+  unix_exchange(p, SOCK_DGRAM);
+  /* Abstract names: no file anywhere. */
+  snprintf(ab, sizeof(ab), "@weft-net-%d", (int)getpid());
+  unix_exchange(ab, SOCK_STREAM);
+  unix_exchange(ab, SOCK_SEQPACKET);
+  /* Errors. */
+  CO_EQ(weft_unix_connect(p, SOCK_STREAM), -ECONNREFUSED); /* a stale dgram file */
+  snprintf(p, sizeof(p), "%s/none", tmpdir);
+  CO_EQ(weft_unix_connect(p, SOCK_STREAM), -ENOENT);
+  CO_EQ(weft_unix_connect(ab, SOCK_STREAM), -ECONNREFUSED);
+  CO_EQ(weft_unix_listen(p, SOCK_RAW, 1), -EINVAL);
+  CO_EQ(weft_unix_connect(p, 99), -EINVAL);
+  CO_EQ(weft_unix_listen(NULL, SOCK_STREAM, 1), -EFAULT);
+  CO_EQ(weft_unix_listen("", SOCK_STREAM, 1), -ENOENT);
+  char longp[200];
+  memset(longp, 'x', sizeof(longp) - 1);
+  longp[sizeof(longp) - 1] = '\0';
+  CO_EQ(weft_unix_listen(longp, SOCK_STREAM, 1), -ENAMETOOLONG);
+  longp[0] = '@';
+  CO_EQ(weft_unix_connect(longp, SOCK_STREAM), -ENAMETOOLONG);
+  return NULL;
+}
+
+Test(net, unix_kinds, .timeout = 30, .init = mk_tmpdir, .fini = rm_tmpdir)
+{
+  rt_run(1, unix_body, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+static void *stale_body(void *arg)
+{
+  (void)arg;
+  char p[PATH_MAX], f[PATH_MAX];
+  snprintf(p, sizeof(p), "%s/sock", tmpdir);
+  snprintf(f, sizeof(f), "%s/file", tmpdir);
+  /* A socket file left behind by a closed server is replaced. */
+  int l = weft_unix_listen(p, SOCK_STREAM, 4);
+  CO_CHECK(l >= 0);
+  close(l);
+  struct stat st;
+  CO_EQ(lstat(p, &st), 0);
+  CO_CHECK(S_ISSOCK(st.st_mode));
+  l = weft_unix_listen(p, SOCK_STREAM, 4);
+  CO_CHECK(l >= 0);
+  /* A live one is not: its server keeps its address. */
+  CO_EQ(weft_unix_listen(p, SOCK_STREAM, 4), -EADDRINUSE);
+  CO_EQ(weft_unix_listen(p, SOCK_SEQPACKET, 4), -EADDRINUSE);
+  int c = weft_unix_connect(p, SOCK_STREAM);
+  CO_CHECK(c >= 0);
+  close(c);
+  close(l);
+  /* Nor is a regular file. */
+  int fd = open(f, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+  CO_CHECK(fd >= 0);
+  CO_EQ(write(fd, "keep", 4), 4);
+  close(fd);
+  CO_EQ(weft_unix_listen(f, SOCK_STREAM, 4), -EADDRINUSE);
+  CO_EQ(lstat(f, &st), 0);
+  CO_CHECK(S_ISREG(st.st_mode) && st.st_size == 4);
+  return NULL;
+}
+
+Test(net, unix_kinds_plain_thread, .timeout = 30, .init = mk_tmpdir, .fini = rm_tmpdir)
+{
+  unix_body(NULL);
+  rt_assert_clean();
+}
+
+Test(net, unix_stale_socket, .timeout = 30, .init = mk_tmpdir, .fini = rm_tmpdir)
+{
+  rt_run(1, stale_body, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+/* ---- shutdown, addresses, options ----------------------------------------------- */
+
+static void *shutdown_body(void *arg)
+{
+  (void)arg;
+  int a = -1, b = -1;
+  CO_EQ(tcp_pair(&a, &b), 0);
+  CO_EQ(weft_send(a, "last", 4, 0), 4);
+  CO_EQ(weft_shutdown(a, SHUT_WR), 0);
+  char buf[8];
+  CO_EQ(weft_recv_exact(b, buf, 4, NULL), 4);
+  CO_EQ(weft_recv(b, buf, sizeof(buf), 0), 0); /* end of stream */
+  /* The other direction still works. */
+  CO_EQ(weft_send(b, "back", 4, 0), 4);
+  CO_EQ(weft_recv_exact(a, buf, 4, NULL), 4);
+  CO_EQ(weft_send(a, "x", 1, 0), -EPIPE);
+  CO_EQ(weft_shutdown(a, 42), -EINVAL);
+  close(a);
+  close(b);
+  return NULL;
+}
+
+Test(net, shutdown_eof, .timeout = 30)
+{
+  rt_run(1, shutdown_body, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+Test(net, shutdown_eof_plain_thread, .timeout = 30)
+{
+  shutdown_body(NULL);
+  rt_assert_clean();
+}
+
+static void names_and_options(void)
+{
+  int a = -1, b = -1;
+  CO_EQ(tcp_pair(&a, &b), 0);
+  struct sockaddr_in la, pa, lb, pb;
+  socklen_t n1 = sizeof(la), n2 = sizeof(pa), n3 = sizeof(lb), n4 = sizeof(pb);
+  CO_EQ(weft_getsockname(a, (struct sockaddr *)&la, &n1), 0);
+  CO_EQ(weft_getpeername(a, (struct sockaddr *)&pa, &n2), 0);
+  CO_EQ(weft_getsockname(b, (struct sockaddr *)&lb, &n3), 0);
+  CO_EQ(weft_getpeername(b, (struct sockaddr *)&pb, &n4), 0);
+  CO_EQ(n1, sizeof(la));
+  CO_EQ(la.sin_port, pb.sin_port);
+  CO_EQ(pa.sin_port, lb.sin_port);
+  CO_EQ(ntohl(pa.sin_addr.s_addr), INADDR_LOOPBACK);
+  int v = 1, got = 0;
+  socklen_t gl = sizeof(got);
+  CO_EQ(weft_setsockopt(a, IPPROTO_TCP, TCP_NODELAY, &v, sizeof(v)), 0);
+  CO_EQ(weft_getsockopt(a, IPPROTO_TCP, TCP_NODELAY, &got, &gl), 0);
+  CO_EQ(got, 1);
+  v = 0;
+  CO_EQ(weft_setsockopt(a, IPPROTO_TCP, TCP_NODELAY, &v, sizeof(v)), 0);
+  CO_EQ(weft_getsockopt(a, IPPROTO_TCP, TCP_NODELAY, &got, &gl), 0);
+  CO_EQ(got, 0);
+  CO_EQ(weft_getsockopt(a, SOL_SOCKET, SO_TYPE, &got, &gl), 0);
+  CO_EQ(got, SOCK_STREAM);
+  CO_EQ(weft_setsockopt(a, SOL_SOCKET, 12345, &v, sizeof(v)), -ENOPROTOOPT);
+  CO_EQ(weft_setsockopt(a, SOL_SOCKET, SO_KEEPALIVE, &v, 1), -EINVAL);
+  /* A listening socket has no peer. */
+  int l = weft_tcp_listen("127.0.0.1", "0", 4);
+  CO_EQ(weft_getpeername(l, (struct sockaddr *)&pa, &n2), -ENOTCONN);
+  /* accept's address is the client's; every descriptor is close-on-exec. */
+  char ps[8];
+  snprintf(ps, sizeof(ps), "%d", port_of(l));
+  int c = weft_tcp_connect("localhost", ps);
+  CO_CHECK(c >= 0);
+  struct sockaddr_in ca;
+  socklen_t cl = sizeof(ca);
+  int s = weft_accept(l, (struct sockaddr *)&ca, &cl, 0);
+  CO_CHECK(s >= 0);
+  CO_EQ(cl, sizeof(ca));
+  CO_EQ(ntohs(ca.sin_port), port_of(c));
+  CO_CHECK(fcntl(l, F_GETFD) & FD_CLOEXEC);
+  CO_CHECK(fcntl(c, F_GETFD) & FD_CLOEXEC);
+  CO_CHECK(fcntl(s, F_GETFD) & FD_CLOEXEC);
+  CO_CHECK(!(fcntl(s, F_GETFL) & O_NONBLOCK));
+  close(s);
+  close(c);
+  close(l);
+  close(a);
+  close(b);
+  /* errno is the caller's, whatever happened in between. */
+  errno = 4242;
+  CO_EQ(weft_getsockname(-1, (struct sockaddr *)&la, &n1), -EBADF);
+  CO_EQ(weft_tcp_connect("127.0.0.1", "1"), -ECONNREFUSED);
+  CO_EQ(errno, 4242);
+}
+
+static void *names_body(void *arg)
+{
+  (void)arg;
+  names_and_options();
+  return NULL;
+}
+
+Test(net, names_and_options, .timeout = 30)
+{
+  rt_run(1, names_body, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+Test(net, names_and_options_plain_thread, .timeout = 30)
+{
+  names_and_options();
+  rt_assert_clean();
+}
+
+/* ---- name resolution ------------------------------------------------------------- */
+
+static void *resolve_body(void *arg)
+{
+  (void)arg;
+  /* A listener on 127.0.0.1 only: "localhost" reaches it whatever order
+   * the resolver gives (::1 first is refused, 127.0.0.1 connects). */
+  int l = weft_tcp_listen("127.0.0.1", "0", 8);
+  CO_CHECK(l >= 0);
+  char ps[8];
+  snprintf(ps, sizeof(ps), "%d", port_of(l));
+  uint64_t jobs = pool_jobs();
+  int c = weft_tcp_connect("localhost", ps);
+  CO_CHECK(c >= 0);
+  CO_CHECK(pool_jobs() > jobs); /* resolved on the blocking pool */
+  int s = weft_accept(l, NULL, NULL, 0);
+  CO_CHECK(s >= 0);
+  close(s);
+  close(c);
+  /* The same through an explicit list: ::1 (refused), then 127.0.0.1. */
+  struct sockaddr_in6 six = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port_of(l)),
+                             .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+  struct sockaddr_in four = {.sin_family = AF_INET, .sin_port = six.sin6_port,
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  struct addrinfo a4 = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM,
+                        .ai_addr = (struct sockaddr *)&four, .ai_addrlen = sizeof(four)};
+  struct addrinfo a6 = {.ai_family = AF_INET6, .ai_socktype = SOCK_STREAM,
+                        .ai_addr = (struct sockaddr *)&six, .ai_addrlen = sizeof(six),
+                        .ai_next = &a4};
+  c = weft__net_connect_list(&a6, WEFT_NO_DEADLINE);
+  CO_CHECK(c >= 0);
+  struct sockaddr_storage peer;
+  socklen_t pl = sizeof(peer);
+  CO_EQ(weft_getpeername(c, (struct sockaddr *)&peer, &pl), 0);
+  CO_EQ(peer.ss_family, AF_INET);
+  close(c);
+  s = weft_accept(l, NULL, NULL, 0);
+  close(s);
+  a6.ai_next = NULL; /* only ::1: the last error */
+  CO_EQ(weft__net_connect_list(&a6, WEFT_NO_DEADLINE), -ECONNREFUSED);
+  CO_EQ(weft__net_connect_list(NULL, WEFT_NO_DEADLINE), -ENOENT);
+  close(l);
+
+  /* Wildcard listeners: IPv6 taking IPv4 too, unless V6ONLY. */
+  l = weft_tcp_listen(NULL, "0", 8);
+  CO_CHECK(l >= 0);
+  struct sockaddr_storage ls;
+  socklen_t ll = sizeof(ls);
+  CO_EQ(weft_getsockname(l, (struct sockaddr *)&ls, &ll), 0);
+  CO_EQ(ls.ss_family, AF_INET6);
+  snprintf(ps, sizeof(ps), "%d", port_of(l));
+  c = weft_tcp_connect("127.0.0.1", ps);
+  CO_CHECK(c >= 0);
+  close(c);
+  close(l);
+  l = weft_tcp_listen_opts("", "0", 8, WEFT_TCP_V6ONLY);
+  CO_CHECK(l >= 0);
+  snprintf(ps, sizeof(ps), "%d", port_of(l));
+  CO_EQ(weft_tcp_connect("127.0.0.1", ps), -ECONNREFUSED);
+  c = weft_tcp_connect("::1", ps);
+  CO_CHECK(c >= 0);
+  close(c);
+  close(l);
+  /* REUSEPORT: two listeners on one port. */
+  int r1 = weft_tcp_listen_opts("127.0.0.1", "0", 8, WEFT_TCP_REUSEPORT);
+  CO_CHECK(r1 >= 0);
+  snprintf(ps, sizeof(ps), "%d", port_of(r1));
+  int r2 = weft_tcp_listen_opts("127.0.0.1", ps, 8, WEFT_TCP_REUSEPORT);
+  CO_CHECK(r2 >= 0);
+  CO_EQ(weft_tcp_listen("127.0.0.1", ps, 8), -EADDRINUSE);
+  close(r1);
+  close(r2);
+  /* A service name goes through getaddrinfo too. */
+  int sv = weft_tcp_listen("127.0.0.1", "0", 1);
+  close(sv);
+
+  /* Failures. */
+  CO_EQ(weft_tcp_connect("no-such-host.invalid", "80"), -ENOENT);
+  CO_EQ(weft_tcp_listen("no-such-host.invalid", "0", 1), -ENOENT);
+  CO_EQ(weft_tcp_connect("127.0.0.1", "no-such-service"), -EINVAL);
+  CO_EQ(weft_tcp_listen_opts(NULL, "0", 1, 0x100), -EINVAL);
+  CO_EQ(weft_tcp_listen("192.0.2.1", "0", 1), -EADDRNOTAVAIL); /* not ours */
+  CO_EQ(weft_udp_bind("no-such-host.invalid", "0"), -ENOENT);
+  /* A deadline that has passed: not even the resolver runs. */
+  CO_EQ(weft_tcp_connect_dl("localhost", "1", weft_now() - 1), -ETIMEDOUT);
+  return NULL;
+}
+
+Test(net, resolve_and_listen, .timeout = 60)
+{
+  rt_run(1, resolve_body, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+/* The SOCKET op refused: socket(2) instead, same results. */
+static void *no_socket_op_body(void *arg)
+{
+  (void)arg;
+  atomic_store(&weft__net_refused, WEFT__NET_NO_SOCKET_OP);
+  names_and_options();
+  CO_EQ(weft_socket(12345, SOCK_STREAM, 0), -EAFNOSUPPORT);
+  atomic_store(&weft__net_refused, 0);
+  return NULL;
+}
+
+Test(net, socket_op_fallback, .timeout = 30)
+{
+  rt_run(1, no_socket_op_body, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}

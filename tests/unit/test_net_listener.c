@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Suite "net", part 3 - the multishot listener: 1100 connections (more than
+ * it queues), the one-at-a-time fallback, close with queued connections,
+ * deadlines, cancellation, hand-over between shards, and -EPERM on a plain
+ * thread.
+ */
+#include "net_test.h"
+
+/* ---- the multishot listener -------------------------------------------------------- */
+
+/* More connections than the listener queues (1024): it stops accepting at
+ * the bound and starts again once drained. */
+#define NCONN 1100
+
+struct lst_ctx {
+  int port;
+  int n;
+  int fds[NCONN];
+};
+
+static void *lst_clients(void *arg)
+{
+  struct lst_ctx *c = arg;
+  char ps[8];
+  snprintf(ps, sizeof(ps), "%d", c->port);
+  for (int i = 0; i < c->n; i++) {
+    c->fds[i] = weft_tcp_connect("127.0.0.1", ps);
+    CO_CHECK(c->fds[i] >= 0);
+    uint32_t id = (uint32_t)i;
+    CO_EQ(weft_send(c->fds[i], &id, sizeof(id), 0), sizeof(id));
+  }
+  return NULL;
+}
+
+static void listener_serve(int n)
+{
+  int lfd = weft_tcp_listen("127.0.0.1", "0", 2048);
+  CO_CHECK(lfd >= 0);
+  weft_listener *l = NULL;
+  CO_EQ(weft_listener_open(&l, lfd, 0), 0);
+  struct lst_ctx *c = calloc(1, sizeof(*c));
+  c->port = port_of(lfd);
+  c->n = n;
+  weft_task *t;
+  /* Every client connects before the first accept: they pile up in the
+   * listener's queue and the kernel's backlog. */
+  CO_EQ(io_spawn_on(&t, 1, lst_clients, c), 0);
+  rt_join_int(t);
+  char *seen = calloc((size_t)n, 1);
+  for (int i = 0; i < n; i++) {
+    int fd = weft_listener_accept(l, weft_now() + 10 * WEFT_SEC);
+    CO_CHECK(fd >= 0);
+    if (fd < 0)
+      break;
+    CO_EQ(weft_shard_id(), 0);
+    CO_CHECK(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+    uint32_t id = UINT32_MAX;
+    CO_EQ(weft_recv_exact(fd, &id, sizeof(id), NULL), sizeof(id));
+    CO_CHECK(id < (uint32_t)n && !seen[id]);
+    if (id < (uint32_t)n)
+      seen[id] = 1;
+    close(fd);
+  }
+  /* Nothing more: the deadline ends the wait, not the listener. */
+  CO_EQ(weft_listener_accept(l, weft_now() + 20 * WEFT_MSEC), -ETIMEDOUT);
+  char ps[8];
+  snprintf(ps, sizeof(ps), "%d", c->port);
+  int fd = weft_tcp_connect("127.0.0.1", ps);
+  CO_CHECK(fd >= 0);
+  int s = weft_listener_accept(l, weft_now() + 10 * WEFT_SEC);
+  CO_CHECK(s >= 0);
+  close(s);
+  close(fd);
+  weft_listener_close(l);
+  for (int i = 0; i < n; i++)
+    close(c->fds[i]);
+  free(seen);
+  free(c);
+  close(lfd);
+}
+
+static void *listener_many_body(void *arg)
+{
+  (void)arg;
+  listener_serve(NCONN);
+  return NULL;
+}
+
+Test(net, listener_1100_connections, .timeout = 120)
+{
+  rt_run(2, listener_many_body, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+static void *listener_oneshot_body(void *arg)
+{
+  (void)arg;
+  atomic_store(&weft__net_refused, WEFT__NET_NO_MULTISHOT);
+  listener_serve(100);
+  atomic_store(&weft__net_refused, 0);
+  return NULL;
+}
+
+Test(net, listener_oneshot_fallback, .timeout = 60)
+{
+  rt_run(2, listener_oneshot_body, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+/* Closing a listener with connections accepted but not handed out closes
+ * them: no descriptor leaks. */
+static void *close_queued_body(void *arg)
+{
+  (void)arg;
+  int lfd = weft_tcp_listen("127.0.0.1", "0", 64);
+  CO_CHECK(lfd >= 0);
+  char ps[8];
+  snprintf(ps, sizeof(ps), "%d", port_of(lfd));
+  int base = count_fds();
+  weft_listener *l = NULL;
+  CO_EQ(weft_listener_open(&l, lfd, 0), 0);
+  int cfd[50];
+  for (int i = 0; i < 50; i++) {
+    cfd[i] = weft_tcp_connect("127.0.0.1", ps);
+    CO_CHECK(cfd[i] >= 0);
+  }
+  /* The shard accepts them into the listener's queue meanwhile. */
+  CO_CHECK(RT_POLL(count_fds() == base + 100));
+  weft_listener_close(l);
+  CO_EQ(count_fds(), base + 50);
+  /* The clients see their connections closed. */
+  char b;
+  CO_EQ(weft_recv(cfd[0], &b, 1, 0), 0);
+  for (int i = 0; i < 50; i++)
+    close(cfd[i]);
+  CO_EQ(count_fds(), base);
+  close(lfd);
+  return NULL;
+}
+
+Test(net, listener_close_queued, .timeout = 60)
+{
+  rt_run(1, close_queued_body, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+static weft_listener *other_shard_l;
+
+static void *other_shard_accept(void *arg)
+{
+  (void)arg;
+  CO_EQ(weft_listener_accept(other_shard_l, WEFT_NO_DEADLINE), -EINVAL);
+  return NULL;
+}
+
+static void *cancelled_acceptor(void *arg)
+{
+  int lfd = *(int *)arg;
+  weft_listener *l = NULL;
+  CO_EQ(weft_listener_open(&l, lfd, 0), 0);
+  CO_EQ(weft_listener_accept(l, WEFT_NO_DEADLINE), -ECANCELED);
+  CO_EQ(weft_listener_accept(l, WEFT_NO_DEADLINE), -ECANCELED); /* and every later one */
+  weft_listener_close(l); /* still works in a cancelled task */
+  return (void *)1;
+}
+
+/* The opener returns; another task on its shard uses and closes the
+ * listener. */
+struct handover {
+  int lfd;
+  weft_listener *l;
+};
+
+static void *handover_opener(void *arg)
+{
+  struct handover *h = arg;
+  CO_EQ(weft_listener_open(&h->l, h->lfd, 0), 0);
+  return NULL;
+}
+
+static void *handover_user(void *arg)
+{
+  struct handover *h = arg;
+  int fd = weft_listener_accept(h->l, weft_now() + 5 * WEFT_SEC);
+  CO_CHECK(fd >= 0);
+  close(fd);
+  weft_listener_close(h->l);
+  return NULL;
+}
+
+static void *listener_api_body(void *arg)
+{
+  (void)arg;
+  weft_listener *l = NULL;
+  int lfd = weft_tcp_listen("127.0.0.1", "0", 16);
+  CO_CHECK(lfd >= 0);
+  int s = weft_socket(AF_INET, SOCK_STREAM, 0);
+  CO_EQ(weft_listener_open(&l, s, 0), -EINVAL); /* not listening */
+  close(s);
+  CO_EQ(weft_listener_open(&l, -1, 0), -EBADF);
+  int p[2];
+  CO_EQ(io_pipe(p), 0);
+  CO_EQ(weft_listener_open(&l, p[0], 0), -ENOTSOCK);
+  io_close_pipe(p);
+  CO_EQ(weft_listener_open(NULL, lfd, 0), -EINVAL);
+  CO_EQ(weft_listener_open(&l, lfd, 0x4), -EINVAL);
+  CO_EQ(weft_listener_accept(NULL, WEFT_NO_DEADLINE), -EINVAL);
+  weft_listener_close(NULL);
+
+  /* Deadline, then a connection: the multishot accept outlived the wait. */
+  CO_EQ(weft_listener_open(&l, lfd, SOCK_NONBLOCK), 0);
+  CO_EQ(weft_listener_accept(l, weft_now() + 30 * WEFT_MSEC), -ETIMEDOUT);
+  CO_EQ(weft_listener_accept(l, weft_now() - 1), -ETIMEDOUT);
+  char ps[8];
+  snprintf(ps, sizeof(ps), "%d", port_of(lfd));
+  int c = weft_tcp_connect("127.0.0.1", ps);
+  CO_CHECK(c >= 0);
+  int a = weft_listener_accept(l, weft_now() + 5 * WEFT_SEC);
+  CO_CHECK(a >= 0);
+  CO_CHECK(fcntl(a, F_GETFL) & O_NONBLOCK); /* flags as for accept4 */
+  close(a);
+  close(c);
+  /* Only on the listener's shard. */
+  other_shard_l = l;
+  weft_task *t;
+  CO_EQ(io_spawn_on(&t, 1, other_shard_accept, NULL), 0);
+  rt_join_int(t);
+  weft_listener_close(l);
+
+  /* Cancellation ends the wait with -ECANCELED. */
+  CO_EQ(io_spawn_on(&t, 0, cancelled_acceptor, &lfd), 0);
+  weft_sleep(20 * WEFT_MSEC); /* likely waiting by now; -ECANCELED either way */
+  CO_EQ(weft_cancel(t), 0);
+  void *ret = NULL;
+  CO_EQ(weft_join(t, &ret), -ECANCELED);
+  CO_EQ((intptr_t)ret, 1);
+
+  struct handover h = {.lfd = lfd};
+  CO_EQ(io_spawn_on(&t, 0, handover_opener, &h), 0);
+  rt_join_int(t);
+  c = weft_tcp_connect("127.0.0.1", ps);
+  CO_CHECK(c >= 0);
+  CO_EQ(io_spawn_on(&t, 0, handover_user, &h), 0);
+  rt_join_int(t);
+  close(c);
+  close(lfd);
+  return NULL;
+}
+
+Test(net, listener_api, .timeout = 60)
+{
+  rt_run(2, listener_api_body, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+Test(net, listener_plain_thread, .timeout = 10)
+{
+  weft_listener *l = NULL;
+  int lfd = weft_tcp_listen("127.0.0.1", "0", 1);
+  cr_assert_geq(lfd, 0);
+  cr_assert_eq(weft_listener_open(&l, lfd, 0), -EPERM);
+  cr_assert_eq(weft_listener_accept((weft_listener *)&lfd, 0), -EPERM);
+  close(lfd);
+}
