@@ -12,12 +12,6 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-/* Plain threads: waits with poll(2) until fd has `events` (POLLHUP and
- * POLLERR count: the transfer then reports what happened) or the deadline
- * passes (-ETIMEDOUT). 0 at once without a deadline; -EBADF for fd < 0 or a
- * closed fd. */
-int weft__bufio_poll(int fd, short events, int64_t deadline);
-
 /* One writev(2) at the file position: an IORING_OP_WRITEV in a coroutine,
  * the system call on a plain thread (poll(2) + RWF_NOWAIT for a deadline,
  * as weft_write_dl). Bytes written, possibly fewer than asked. */

@@ -65,9 +65,12 @@ static ssize_t plain_splice(int fd_in, int64_t *off_in, int fd_out, int64_t *off
   unsigned f = deadline >= 0 ? flags | SPLICE_F_NONBLOCK : flags;
   ssize_t res;
   for (;;) {
-    int r = weft__bufio_poll(fd_in, POLLIN, deadline);
-    if (r == 0)
-      r = weft__bufio_poll(fd_out, POLLOUT, deadline);
+    int r = 0;
+    if (deadline >= 0) {
+      r = weft__poll_ready(fd_in, POLLIN, deadline);
+      if (r == 0)
+        r = weft__poll_ready(fd_out, POLLOUT, deadline);
+    }
     if (r < 0) {
       res = r;
       break;

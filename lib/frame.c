@@ -23,36 +23,6 @@
 
 /* ---- shared helpers --------------------------------------------------------- */
 
-int weft__bufio_poll(int fd, short events, int64_t deadline)
-{
-  if (fd < 0)
-    return -EBADF; /* poll(2) would silently skip it */
-  if (deadline < 0)
-    return 0;
-  int saved = errno;
-  int res;
-  for (;;) {
-    int64_t left = deadline - weft__now();
-    if (left <= 0) {
-      res = -ETIMEDOUT;
-      break;
-    }
-    struct pollfd p = {.fd = fd, .events = events};
-    int ms = (int)((left + 999999) / 1000000);
-    int r = poll(&p, 1, ms);
-    if (r > 0) {
-      res = (p.revents & POLLNVAL) ? -EBADF : 0;
-      break;
-    }
-    if (r < 0 && errno != EINTR) {
-      res = -errno;
-      break;
-    }
-  }
-  errno = saved;
-  return res;
-}
-
 /* Plain thread: as io.c's plain write - with a deadline, readiness from
  * poll(2) is no promise (the pipe may have less room than we write), so the
  * write is RWF_NOWAIT and -EAGAIN polls again. */
@@ -62,7 +32,7 @@ static ssize_t plain_writev(int fd, const struct iovec *iov, int cnt, int64_t de
   bool nowait = deadline >= 0;
   ssize_t res;
   for (;;) {
-    int r = weft__bufio_poll(fd, POLLOUT, deadline);
+    int r = deadline >= 0 ? weft__poll_ready(fd, POLLOUT, deadline) : 0;
     if (r < 0) {
       res = r;
       break;

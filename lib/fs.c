@@ -238,25 +238,6 @@ long weft__fs_pool(long (*fn)(void *), void *arg, int64_t deadline, bool *ran)
   return j.ran ? j.res : r;
 }
 
-/* A plain thread waits with poll(2) for the deadline (weft/io.h's rule).
- * poll ignores negative descriptors instead of failing: check first. */
-static int wait_ready(int fd, short events, int64_t deadline)
-{
-  if (fd < 0)
-    return -EBADF;
-  for (;;) {
-    int64_t left = deadline - weft__now();
-    if (left <= 0)
-      return -ETIMEDOUT;
-    struct pollfd p = {.fd = fd, .events = events};
-    int r = poll(&p, 1, (int)((left + 999999) / 1000000));
-    if (r > 0)
-      return (p.revents & POLLNVAL) ? -EBADF : 0;
-    if (r < 0 && errno != EINTR)
-      return -errno;
-  }
-}
-
 long weft__fs_run(weft__fs_call *c, int64_t deadline)
 {
   c->via_pool = false;
@@ -265,10 +246,8 @@ long weft__fs_run(weft__fs_call *c, int64_t deadline)
   if (!t) {
     c->via_pool = true;
     if (is_data(c->op) && deadline >= 0) {
-      int saved = errno;
       short ev = (c->op == IORING_OP_READ || c->op == IORING_OP_READV) ? POLLIN : POLLOUT;
-      int r = wait_ready(c->fd, ev, deadline);
-      errno = saved;
+      int r = weft__poll_ready(c->fd, ev, deadline);
       if (r < 0)
         return r;
     }

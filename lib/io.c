@@ -11,28 +11,34 @@
 
 #define MAX_IO ((size_t)INT_MAX & ~(size_t)4095)
 
-/* A plain thread waits with poll(2) for the deadline; the syscall's errno is
- * read right away on the same thread and returned negated. */
-static int wait_ready(int fd, short events, int64_t deadline)
+static int poll_errno(int fd, short events, int64_t deadline)
 {
   if (fd < 0)
     return -EBADF; /* poll(2) would silently skip it */
-  if (deadline < 0)
-    return 0;
   for (;;) {
-    int64_t left = deadline - weft__now();
-    if (left <= 0)
-      return -ETIMEDOUT;
+    int ms = -1;
+    if (deadline >= 0) {
+      int64_t left = deadline - weft__now();
+      if (left <= 0)
+        return -ETIMEDOUT;
+      int64_t m = (left + 999999) / 1000000;
+      ms = m > INT_MAX ? INT_MAX : (int)m;
+    }
     struct pollfd p = {.fd = fd, .events = events};
-    int ms = (int)((left + 999999) / 1000000);
     int r = poll(&p, 1, ms);
     if (r > 0)
-      return (p.revents & POLLNVAL) ? -EBADF : 0;
-    if (r == 0)
-      continue;
-    if (errno != EINTR)
+      return (p.revents & POLLNVAL) ? -EBADF : 0; /* POLLERR/HUP: the call says why */
+    if (r < 0 && errno != EINTR)
       return -errno;
   }
+}
+
+int weft__poll_ready(int fd, short events, int64_t deadline)
+{
+  int saved = errno;
+  int r = poll_errno(fd, events, deadline);
+  errno = saved;
+  return r;
 }
 
 /* With a deadline, readiness from poll(2) is not a promise (another thread
@@ -44,7 +50,8 @@ static ssize_t plain_rw_errno(int fd, void *buf, size_t n, int64_t deadline, boo
   struct iovec iov = {.iov_base = buf, .iov_len = n};
   bool nowait = deadline >= 0;
   for (;;) {
-    int r = wait_ready(fd, write_op ? POLLOUT : POLLIN, deadline);
+    /* Without a deadline the blocking call itself does the waiting. */
+    int r = deadline >= 0 ? weft__poll_ready(fd, write_op ? POLLOUT : POLLIN, deadline) : 0;
     if (r < 0)
       return r;
     ssize_t got;

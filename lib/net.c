@@ -31,28 +31,6 @@ atomic_bool weft__net_nowait = true;
 
 /* ---- the plain-thread path ------------------------------------------------------ */
 
-int weft__net_poll(int fd, short events, int64_t deadline)
-{
-  if (fd < 0)
-    return -EBADF; /* poll(2) would silently skip it */
-  for (;;) {
-    int ms = -1;
-    if (deadline >= 0) {
-      int64_t left = deadline - weft__now();
-      if (left <= 0)
-        return -ETIMEDOUT;
-      int64_t m = (left + 999999) / 1000000;
-      ms = m > INT_MAX ? INT_MAX : (int)m;
-    }
-    struct pollfd p = {.fd = fd, .events = events};
-    int r = poll(&p, 1, ms);
-    if (r > 0)
-      return (p.revents & POLLNVAL) ? -EBADF : 0; /* POLLERR/HUP: the call says why */
-    if (r < 0 && errno != EINTR)
-      return -errno;
-  }
-}
-
 /* A data transfer, described once for both paths. */
 enum xfer_kind { X_RECV, X_SEND, X_RECVMSG, X_SENDMSG };
 
@@ -96,7 +74,7 @@ static ssize_t plain_xfer(const struct xfer *x, int64_t deadline)
     if (r == -EINTR) {
       r = 0;
     } else if (r == -EAGAIN && !caller_dontwait) {
-      r = weft__net_poll(x->fd, out ? POLLOUT : POLLIN, deadline);
+      r = weft__poll_ready(x->fd, out ? POLLOUT : POLLIN, deadline);
     }
   }
   errno = saved;
@@ -283,7 +261,7 @@ static int plain_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags
     /* With a deadline, wait for a connection first: a blocking listener has
      * no per-call "don't wait" (another thread taking the connection between
      * the poll and the accept can still hold us past the deadline). */
-    if (deadline >= 0 && (r = weft__net_poll(fd, POLLIN, deadline)) < 0)
+    if (deadline >= 0 && (r = weft__poll_ready(fd, POLLIN, deadline)) < 0)
       break;
     r = accept4(fd, addr, len, flags);
     if (r >= 0)
@@ -292,7 +270,7 @@ static int plain_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags
     if (r == -EINTR)
       r = 0;
     else if (r == -EAGAIN) /* an O_NONBLOCK listener: wait, as io_uring does */
-      r = deadline >= 0 ? 0 : weft__net_poll(fd, POLLIN, -1);
+      r = deadline >= 0 ? 0 : weft__poll_ready(fd, POLLIN, -1);
   }
   errno = saved;
   return r;
@@ -321,7 +299,7 @@ int weft_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 /* A connect(2) under way (EINPROGRESS, or interrupted): its outcome. */
 static int finish_connect(int fd, int64_t deadline)
 {
-  int r = weft__net_poll(fd, POLLOUT, deadline);
+  int r = weft__poll_ready(fd, POLLOUT, deadline);
   if (r < 0)
     return r;
   int err = 0;

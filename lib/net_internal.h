@@ -23,11 +23,6 @@ extern atomic_uint weft__net_refused;
  * otherwise idle (default on; off = always the io_uring op). */
 extern atomic_bool weft__net_nowait;
 
-/* Plain-thread waiting: polls fd for `events` until the deadline (-1: no
- * limit). 0 when ready, -ETIMEDOUT, -EBADF, or -errno of poll(2). Sets
- * errno: callers save and restore it. */
-int weft__net_poll(int fd, short events, int64_t deadline);
-
 /* Tries the addresses of `ai` in order (weft_tcp_connect_dl after name
  * resolution): the first connected socket, or the last address's error.
  * Exposed so that the tests can give it several addresses. */

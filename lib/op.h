@@ -102,4 +102,11 @@ void weft__op_abandon(weft__op *op, struct io_uring_sqe **sqes, unsigned n);
 /* Cancels the op task t is suspended in, if any (any thread). */
 void weft__op_cancel_task(weft_task *t);
 
+/* The plain-thread fallbacks' wait: poll(2) until fd is ready for `events`
+ * or the deadline passes (-1: no deadline). 0, -ETIMEDOUT, -EBADF (also for
+ * a negative fd, which poll would silently skip) or poll's error; errno is
+ * left as it was. Readiness is no promise that the transfer will not block:
+ * callers transfer with a "don't wait" flag and poll again on -EAGAIN. */
+int weft__poll_ready(int fd, short events, int64_t deadline);
+
 #endif
