@@ -121,11 +121,7 @@ static void on_accept_cqe(weft__shard *sh, weft__op *op, int res, unsigned flags
   l->seen = true; /* an -EINVAL from now on is a real error */
   if (!more) {
     l->armed = false;
-    op->done = true;
-    if (op->cancel_requested)
-      weft__op_drain_cancels(sh); /* our cancel node must not outlive l */
-    sh->inflight--;
-    weft__count(&sh->stats.ops_completed, 1);
+    weft__op_ended(sh, op);
   } else if (l->count >= QUEUE_MAX) {
     request_cancel(l);
   }
@@ -149,8 +145,7 @@ static int arm(weft_listener *l)
   l->seen = false;
   l->nofile = nofile;
   l->armed = true;
-  l->sh->inflight++;
-  weft__count(&l->sh->stats.ops_submitted, 1);
+  weft__op_armed(op);
   return 0;
 }
 

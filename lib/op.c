@@ -91,6 +91,33 @@ void weft__op_adopt(weft__op *op, struct io_uring_sqe *sqe)
   op->nsqe++;
 }
 
+void weft__op_armed(weft__op *op)
+{
+  op->sh->inflight++;
+  weft__count(&op->sh->stats.ops_submitted, 1);
+}
+
+void weft__op_ended(weft__shard *sh, weft__op *op)
+{
+  op->done = true;
+  if (op->cancel_requested)
+    weft__op_drain_cancels(sh); /* its cancel node must not outlive the op */
+  sh->inflight--;
+  weft__count(&sh->stats.ops_completed, 1);
+}
+
+void weft__op_rearm(weft__op *op, struct io_uring_sqe *sqe)
+{
+  /* The previous life's cancel node was consumed by weft__op_ended. */
+  op->done = false;
+  op->cancel_requested = false;
+  op->cancel_next = NULL;
+  op->expect = 0;
+  op->nsqe = 0;
+  weft__op_adopt(op, sqe);
+  weft__op_armed(op);
+}
+
 struct io_uring_sqe *weft__op_begin(weft__op *op, int64_t deadline)
 {
   if (weft__op_prepare(op, deadline) < 0)

@@ -91,6 +91,17 @@ void weft__op_drain_cancels(weft__shard *sh);
 int weft__op_prepare(weft__op *op, int64_t deadline);
 void weft__op_adopt(weft__op *op, struct io_uring_sqe *sqe);
 
+/* Ops that live past one wait - multishot ops, owned by a listener, a
+ * receive stream or the extension API, whose CQEs go to a custom on_cqe and
+ * never resume the task directly:
+ *   weft__op_armed    after its SQE is in the ring (counts it in flight);
+ *   weft__op_ended    from on_cqe, for its last CQE (no IORING_CQE_F_MORE):
+ *                     consumes a queued cancel node, counts it completed;
+ *   weft__op_rearm    gives an ended op record a new SQE (a new life). */
+void weft__op_armed(weft__op *op);
+void weft__op_ended(weft__shard *sh, weft__op *op);
+void weft__op_rearm(weft__op *op, struct io_uring_sqe *sqe);
+
 /* Queues op's cancel node on its shard (under the task's wait lock, or on
  * the owning shard for ops only it touches). */
 void weft__op_queue_cancel(weft__op *op);

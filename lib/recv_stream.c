@@ -229,18 +229,9 @@ static int arm(weft_recv_stream *s)
     sqe->ioprio |= 1u << 15; /* test hook: a flag no kernel knows -> -EINVAL */
   sqe->flags |= IOSQE_BUFFER_SELECT;
   sqe->buf_group = (uint16_t)s->bgid;
-  io_uring_sqe_set_data(sqe, &s->op);
-  /* A new life for the op record: its cancel node was consumed (if queued)
-   * when the previous receive's last CQE came. */
-  s->op.done = false;
-  s->op.cancel_requested = false;
-  s->op.cancel_next = NULL;
-  s->op.nsqe = 1;
-  s->op.expect = 1;
+  weft__op_rearm(&s->op, sqe);
   s->armed = true;
   s->fresh = true;
-  sh->inflight++;
-  weft__count(&sh->stats.ops_submitted, 1);
   s->n.arms++;
   return 0;
 }
@@ -256,13 +247,9 @@ static void on_last_cqe(weft__shard *sh, weft_recv_stream *s, int res)
   weft__op *op = &s->op;
   bool fresh = s->fresh;
   s->armed = false;
-  op->done = true;
-  sh->inflight--;
-  weft__count(&sh->stats.ops_completed, 1);
+  weft__op_ended(sh, op);
   if (res == -ECANCELED)
     weft__count(&sh->stats.ops_cancelled, 1);
-  if (op->cancel_requested)
-    weft__op_drain_cancels(sh); /* our cancel node must not outlive s */
   if ((res > 0 || res == -ENOBUFS) && !s->stopped) {
     if (res == -ENOBUFS)
       s->n.nobufs++;

@@ -116,11 +116,7 @@ static void ms_cqe(weft__shard *sh, weft__op *op, int res, unsigned flags)
     ms->lost = true;
   if (!(flags & IORING_CQE_F_MORE)) {
     ms->ended = true;
-    op->done = true;
-    if (op->cancel_requested)
-      weft__op_drain_cancels(sh); /* our cancel node must not outlive ms */
-    sh->inflight--;
-    weft__count(&sh->stats.ops_completed, 1);
+    weft__op_ended(sh, op);
   }
   weft__waiter *w = ms->waiter;
   if (w && weft__waiter_claim(w)) {
@@ -149,8 +145,7 @@ int weft_uring_multishot_begin(weft_uring_multishot **out, struct io_uring_sqe *
   ms->op.on_cqe = ms_cqe;
   weft_task *t = ms->op.task;
   t->pinned_ops++;
-  ms->op.sh->inflight++;
-  weft__count(&ms->op.sh->stats.ops_submitted, 1);
+  weft__op_armed(&ms->op);
   *out = ms;
   return 0;
 }
