@@ -254,16 +254,18 @@ static int wait_on(weft_chan *c, weft__chan_queue *q, void *elem, int64_t deadli
   return r;
 }
 
-/* `block`: wait when the attempt fails with -EAGAIN (deadline applies). */
-static int do_send(weft_chan *c, const void *elem, bool block, int64_t deadline)
+/* A send or a receive. `block`: wait when the attempt fails with -EAGAIN
+ * (deadline applies). A sender's elem is only read, by the receiver that
+ * claims its node. */
+static int do_op(weft_chan *c, void *elem, bool send, bool block, int64_t deadline)
 {
-  if (!c || !elem)
+  if (!c || (send && !elem))
     return -EINVAL;
   if (block && weft__chan_cancelled())
     return -ECANCELED;
   weft__waiter *wake;
   weft__spin_lock(&c->lock);
-  int r = weft__chan_send_locked(c, elem, &wake);
+  int r = send ? weft__chan_send_locked(c, elem, &wake) : weft__chan_recv_locked(c, elem, &wake);
   if (r != -EAGAIN || !block) {
     weft__spin_unlock(&c->lock);
     if (wake)
@@ -274,58 +276,35 @@ static int do_send(weft_chan *c, const void *elem, bool block, int64_t deadline)
     weft__spin_unlock(&c->lock);
     return -ETIMEDOUT;
   }
-  /* The node's elem is only read by the receiver that claims us. */
-  return wait_on(c, &c->sendq, (void *)elem, deadline);
-}
-
-static int do_recv(weft_chan *c, void *elem, bool block, int64_t deadline)
-{
-  if (!c)
-    return -EINVAL;
-  if (block && weft__chan_cancelled())
-    return -ECANCELED;
-  weft__waiter *wake;
-  weft__spin_lock(&c->lock);
-  int r = weft__chan_recv_locked(c, elem, &wake);
-  if (r != -EAGAIN || !block) {
-    weft__spin_unlock(&c->lock);
-    if (wake)
-      weft__waiter_complete(wake, 0);
-    return r;
-  }
-  if (deadline >= 0 && deadline <= weft__now()) {
-    weft__spin_unlock(&c->lock);
-    return -ETIMEDOUT;
-  }
-  return wait_on(c, &c->recvq, elem, deadline);
+  return wait_on(c, send ? &c->sendq : &c->recvq, elem, deadline);
 }
 
 int weft_chan_send(weft_chan *c, const void *elem)
 {
-  return do_send(c, elem, true, WEFT_NO_DEADLINE);
+  return do_op(c, (void *)elem, true, true, WEFT_NO_DEADLINE);
 }
 
 int weft_chan_send_dl(weft_chan *c, const void *elem, int64_t deadline)
 {
-  return do_send(c, elem, true, deadline);
+  return do_op(c, (void *)elem, true, true, deadline);
 }
 
 int weft_chan_try_send(weft_chan *c, const void *elem)
 {
-  return do_send(c, elem, false, WEFT_NO_DEADLINE);
+  return do_op(c, (void *)elem, true, false, WEFT_NO_DEADLINE);
 }
 
 int weft_chan_recv(weft_chan *c, void *elem)
 {
-  return do_recv(c, elem, true, WEFT_NO_DEADLINE);
+  return do_op(c, elem, false, true, WEFT_NO_DEADLINE);
 }
 
 int weft_chan_recv_dl(weft_chan *c, void *elem, int64_t deadline)
 {
-  return do_recv(c, elem, true, deadline);
+  return do_op(c, elem, false, true, deadline);
 }
 
 int weft_chan_try_recv(weft_chan *c, void *elem)
 {
-  return do_recv(c, elem, false, WEFT_NO_DEADLINE);
+  return do_op(c, elem, false, false, WEFT_NO_DEADLINE);
 }
