@@ -38,7 +38,9 @@ weft__coro *weft__overflow_current(void)
   return weft__coro_tls;
 }
 
-/* Entry of every coroutine, on its own stack. */
+/* Entry of every coroutine, on its own stack. Always entered from the
+ * resumer, which passes the coroutine itself (weft__coro_switch only
+ * enters coroutines that ran before). */
 static void trampoline(weft__transfer t)
 {
   weft__coro *co = t.data;
@@ -51,7 +53,9 @@ static void trampoline(weft__transfer t)
   co = weft__coro_self();
   weft__asan_start(NULL, co->caller_bottom, co->caller_size);
   weft__tsan_switch(co->tsan_caller);
-  jump_fcontext(co->caller, WEFT__CORO_FINISHED_MARK);
+  /* Set before the jump, read by the resumer on this same thread after it. */
+  co->state = WEFT__CORO_FINISHED;
+  jump_fcontext(co->caller, co);
   __builtin_unreachable();
 }
 

@@ -72,26 +72,60 @@ typedef struct weft__coro_opts {
 int weft__coro_create(weft__coro **out, const weft__coro_opts *o);
 
 /* The coroutine running on this thread. Only the resume path, which always
- * continues on the thread it started on, reads or writes it directly; code
+ * continues on the thread it started on, and a switch, just before it jumps,
+ * read or write it directly; code
  * that runs inside a coroutine uses weft__coro_self(). Initial-exec: no
  * __tls_get_addr call on the switch path, even in the shared library. */
 extern __thread weft__coro *weft__coro_tls __attribute__((tls_model("initial-exec")));
 /* True once this thread has its alternate signal stack (coro/overflow.c). */
 extern __thread bool weft__coro_thread_ready __attribute__((tls_model("initial-exec")));
 
-/* What a finished coroutine passes in its last switch (never an object). */
-#define WEFT__CORO_FINISHED_MARK ((void *)1)
-
 _Noreturn void weft__overflow_report(const weft__coro *co, const char *detail);
 
-/* Runs `co` until it suspends or finishes. Must not be called from inside
- * `co` itself. Returns the state it stopped in.
+/* ---- switching ------------------------------------------------------------------
+ *
+ * Two ways in: weft__coro_resume() from the resumer (a scheduler loop or a
+ * plain thread), and weft__coro_switch() from one coroutine straight to
+ * another - the symmetric hand-over that saves a trip through the resumer
+ * when one coroutine wakes the next and then waits. A coroutine entered by a
+ * switch inherits the switcher's resumer: when it suspends or finishes,
+ * control goes back to whoever resumed the first coroutine of the chain.
+ *
+ * Every jump carries who is leaving: the resumer passes the coroutine it
+ * resumes (so an arrival that sees itself came from the resumer), a switch
+ * passes the departing coroutine (the arrival saves that one's context), a
+ * suspend or a finish passes the coroutine itself (the resumer learns which
+ * coroutine of the chain came back). */
+
+/* The arriving side of a jump into `self`: records where the jump came
+ * from. Returns the coroutine that switched to `self`, or NULL when the
+ * resumer did. */
+static inline weft__coro *weft__coro_arrive_(weft__coro *self, weft__transfer t)
+{
+  if (t.data == self) {
+    self->caller = t.fctx;
+    weft__asan_finish(self->asan_fake, &self->caller_bottom, &self->caller_size);
+    return NULL;
+  }
+  weft__coro *from = t.data;
+  from->ctx = t.fctx;
+  from->state = WEFT__CORO_SUSPENDED;
+  /* The stack we came from is a sibling's; our resumer's stays as the
+   * switcher handed it over. */
+  weft__asan_finish(self->asan_fake, NULL, NULL);
+  return from;
+}
+
+/* Runs `co` (created or suspended) until control comes back: returns the
+ * coroutine that gave it back - `co`, or one `co` switched to - in state
+ * FINISHED or SUSPENDED. Must not be called from inside a coroutine of the
+ * chain.
  *
  * Inline on purpose: fcontext leaves through an indirect jump, so a `ret`
  * right after a switch always mispredicts; calling jump_fcontext from the
  * resumer's own frame saves that return (measured: about half the cost of
  * a round trip over the bare jump). */
-static inline int weft__coro_resume(weft__coro *co)
+static inline weft__coro *weft__coro_resume_any(weft__coro *co)
 {
   weft__coro *prev = weft__coro_tls;
   if (__builtin_expect(!weft__coro_thread_ready, 0))
@@ -106,28 +140,58 @@ static inline int weft__coro_resume(weft__coro *co)
   weft__asan_finish(fake, NULL, NULL);
   weft__coro_tls = prev;
 
-  if (__builtin_expect(co->stack.kind == WEFT__STACK_SLAB, 0) && !weft__stack_canary_ok(&co->stack))
-    weft__overflow_report(co, "unguarded stack, canary overwritten");
-  if (t.data == WEFT__CORO_FINISHED_MARK) {
-    co->state = WEFT__CORO_FINISHED;
-    return WEFT__CORO_FINISHED;
+  weft__coro *back = t.data;
+  if (__builtin_expect(back->stack.kind == WEFT__STACK_SLAB, 0) &&
+      !weft__stack_canary_ok(&back->stack))
+    weft__overflow_report(back, "unguarded stack, canary overwritten");
+  if (back->state != WEFT__CORO_FINISHED) {
+    back->ctx = t.fctx;
+    back->state = WEFT__CORO_SUSPENDED;
   }
-  co->ctx = t.fctx;
-  co->state = WEFT__CORO_SUSPENDED;
-  return WEFT__CORO_SUSPENDED;
+  return back;
 }
 
-/* Gives control back to whoever resumed `self` (the running coroutine).
- * Returns when resumed - possibly on another thread: `self` is still right
- * (it points at the object, not at thread-local state); anything
- * thread-local must be re-read. */
-static inline void weft__coro_suspend(weft__coro *self)
+/* weft__coro_resume_any() for a resumer that does not use switches: the
+ * state `co` stopped in. */
+static inline int weft__coro_resume(weft__coro *co)
+{
+  return weft__coro_resume_any(co)->state;
+}
+
+/* Gives control back to whoever resumed `self` (the running coroutine), or
+ * whoever resumed the coroutine that switched to it. Returns when `self`
+ * runs again - possibly on another thread: `self` is still right (it points
+ * at the object, not at thread-local state); anything thread-local must be
+ * re-read. Returns the coroutine that switched to `self`, NULL if the
+ * resumer resumed it. */
+static inline weft__coro *weft__coro_suspend(weft__coro *self)
 {
   weft__asan_start(&self->asan_fake, self->caller_bottom, self->caller_size);
   weft__tsan_switch(self->tsan_caller);
   weft__transfer t = jump_fcontext(self->caller, self);
-  self->caller = t.fctx;
-  weft__asan_finish(self->asan_fake, &self->caller_bottom, &self->caller_size);
+  return weft__coro_arrive_(self, t);
+}
+
+/* Switches from the running coroutine `self` straight to `next`, which must
+ * be SUSPENDED (a coroutine that never ran goes through its resumer) and
+ * not running anywhere. `self` is SUSPENDED from then on; `next` runs on
+ * this thread with self's resumer as its own. Returns like
+ * weft__coro_suspend(). */
+static inline weft__coro *weft__coro_switch(weft__coro *self, weft__coro *next)
+{
+  if (__builtin_expect(self->stack.kind == WEFT__STACK_SLAB, 0) &&
+      !weft__stack_canary_ok(&self->stack))
+    weft__overflow_report(self, "unguarded stack, canary overwritten");
+  next->caller = self->caller;
+  next->caller_bottom = self->caller_bottom;
+  next->caller_size = self->caller_size;
+  next->tsan_caller = self->tsan_caller;
+  next->state = WEFT__CORO_RUNNING;
+  weft__coro_tls = next;
+  weft__asan_start(&self->asan_fake, next->stack.base, next->stack.size);
+  weft__tsan_switch(next->tsan_fiber);
+  weft__transfer t = jump_fcontext(next->ctx, self);
+  return weft__coro_arrive_(self, t);
 }
 
 /* Releases a coroutine that is not running (finished or not); its object is
