@@ -22,122 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- queues of case nodes (channel lock held) -------------------------------------- */
-
-void weft__chan_enqueue(weft__chan_queue *q, weft__chan_node *n)
-{
-  n->next = NULL;
-  n->prev = q->tail;
-  if (q->tail)
-    q->tail->next = n;
-  else
-    q->head = n;
-  q->tail = n;
-  n->queued = true;
-}
-
-void weft__chan_unlink(weft__chan_queue *q, weft__chan_node *n)
-{
-  if (n->prev)
-    n->prev->next = n->next;
-  else
-    q->head = n->next;
-  if (n->next)
-    n->next->prev = n->prev;
-  else
-    q->tail = n->prev;
-  n->next = n->prev = NULL;
-  n->queued = false;
-}
-
-/* Unlinks and returns the first node whose waiter we could claim (with its
- * case index recorded in the waiter), dropping stale nodes on the way; NULL
- * when there is none. The node stays valid until its waiter is completed. */
-static weft__chan_node *take_waiter(weft__chan_queue *q)
-{
-  weft__chan_node *n;
-  while ((n = q->head)) {
-    weft__chan_unlink(q, n);
-    if (weft__waiter_claim(n->w)) {
-      n->w->data = n->index;
-      return n;
-    }
-  }
-  return NULL;
-}
-
-/* Most elements are a word or a pointer: let the compiler inline that copy. */
-static inline void copy_elem(void *dst, const void *src, size_t size)
-{
-  if (size == sizeof(uint64_t))
-    memcpy(dst, src, sizeof(uint64_t));
-  else
-    memcpy(dst, src, size);
-}
-
-static inline unsigned char *slot(weft_chan *c, size_t i)
-{
-  size_t k = c->head + i;
-  if (k >= c->cap)
-    k -= c->cap;
-  return c->buf + k * c->elem_size;
-}
-
-/* ---- one attempt (channel lock held) ------------------------------------------------ */
-
-int weft__chan_send_locked(weft_chan *c, const void *elem, weft__waiter **wake)
-{
-  *wake = NULL;
-  if (atomic_load_explicit(&c->closed, memory_order_relaxed))
-    return -EPIPE;
-  if (c->count == 0) {
-    /* A waiting receiver gets the element directly (nothing is buffered
-     * ahead of it, so FIFO holds). */
-    weft__chan_node *n = take_waiter(&c->recvq);
-    if (n) {
-      if (n->elem)
-        copy_elem(n->elem, elem, c->elem_size);
-      *wake = n->w;
-      return 0;
-    }
-  }
-  if (c->count < c->cap) {
-    copy_elem(slot(c, c->count), elem, c->elem_size);
-    c->count++;
-    return 0;
-  }
-  return -EAGAIN;
-}
-
-int weft__chan_recv_locked(weft_chan *c, void *elem, weft__waiter **wake)
-{
-  *wake = NULL;
-  if (c->count > 0) {
-    if (elem)
-      copy_elem(elem, slot(c, 0), c->elem_size);
-    if (++c->head == c->cap)
-      c->head = 0;
-    c->count--;
-    /* The buffer was full if a sender waits: its element takes the slot. */
-    weft__chan_node *n = take_waiter(&c->sendq);
-    if (n) {
-      copy_elem(slot(c, c->count), n->elem, c->elem_size);
-      c->count++;
-      *wake = n->w;
-    }
-    return 0;
-  }
-  /* Empty: only a rendezvous sender can be waiting. */
-  weft__chan_node *n = take_waiter(&c->sendq);
-  if (n) {
-    if (elem)
-      copy_elem(elem, n->elem, c->elem_size);
-    *wake = n->w;
-    return 0;
-  }
-  return atomic_load_explicit(&c->closed, memory_order_relaxed) ? -EPIPE : -EAGAIN;
-}
-
 bool weft__chan_cancelled(void)
 {
   weft_task *t = weft__task_self();
@@ -192,7 +76,7 @@ int weft_chan_close(weft_chan *c)
     /* Receivers wait only on an empty buffer, so all of them see the end;
      * senders lose their element. Both are woken with -EPIPE. */
     weft__chan_node *n;
-    while ((n = take_waiter(&c->recvq)) || (n = take_waiter(&c->sendq))) {
+    while ((n = weft__chan_take_waiter(&c->recvq)) || (n = weft__chan_take_waiter(&c->sendq))) {
       n->w->next = wake;
       wake = n->w;
     }
@@ -237,10 +121,11 @@ size_t weft_chan_elem_size(const weft_chan *c)
 /* The attempt said -EAGAIN with c locked: queue a node on q, drop the lock
  * and wait. Whoever completes the waiter with 0 or -EPIPE unlinked the node;
  * after a timeout or cancellation it may still be queued. */
-static int wait_on(weft_chan *c, weft__chan_queue *q, void *elem, int64_t deadline)
+static int wait_on(weft_chan *c, weft__chan_queue *q, void *elem, int64_t deadline,
+                   weft_task *self)
 {
   weft__waiter w;
-  weft__waiter_init(&w);
+  weft__waiter_init_for(&w, self);
   weft__chan_node n = {.w = &w, .elem = elem, .index = 0};
   weft__chan_enqueue(q, &n);
   weft__spin_unlock(&c->lock);
@@ -261,7 +146,8 @@ static int do_op(weft_chan *c, void *elem, bool send, bool block, int64_t deadli
 {
   if (!c || (send && !elem))
     return -EINVAL;
-  if (block && weft__chan_cancelled())
+  weft_task *self = block ? weft__task_self() : NULL;
+  if (self && atomic_load_explicit(&self->cancelled, memory_order_relaxed))
     return -ECANCELED;
   weft__waiter *wake;
   weft__spin_lock(&c->lock);
@@ -276,7 +162,7 @@ static int do_op(weft_chan *c, void *elem, bool send, bool block, int64_t deadli
     weft__spin_unlock(&c->lock);
     return -ETIMEDOUT;
   }
-  return wait_on(c, send ? &c->sendq : &c->recvq, elem, deadline);
+  return wait_on(c, send ? &c->sendq : &c->recvq, elem, deadline, self);
 }
 
 int weft_chan_send(weft_chan *c, const void *elem)

@@ -26,6 +26,9 @@
 
 #include "core.h"
 
+#include <errno.h>
+#include <string.h>
+
 typedef struct weft__chan_node weft__chan_node;
 
 struct weft__chan_node {
@@ -53,15 +56,126 @@ struct weft_chan {
   unsigned char *buf;           /* cap * elem_size bytes, after the struct */
 };
 
-void weft__chan_enqueue(weft__chan_queue *q, weft__chan_node *n);
-void weft__chan_unlink(weft__chan_queue *q, weft__chan_node *n);
+/* Inline, all of it: every send and receive runs through these. */
 
-/* One attempt at a send / receive, with c locked. Returns 0 (done), -EPIPE
- * (closed; for a receive: and drained) or -EAGAIN (it would wait). On 0,
- * *wake may be set to a claimed waiter the caller must complete with 0 once
- * it dropped the lock. */
-int weft__chan_send_locked(weft_chan *c, const void *elem, weft__waiter **wake);
-int weft__chan_recv_locked(weft_chan *c, void *elem, weft__waiter **wake);
+/* ---- queues of case nodes (channel lock held) -------------------------------------- */
+
+static inline void weft__chan_enqueue(weft__chan_queue *q, weft__chan_node *n)
+{
+  n->next = NULL;
+  n->prev = q->tail;
+  if (q->tail)
+    q->tail->next = n;
+  else
+    q->head = n;
+  q->tail = n;
+  n->queued = true;
+}
+
+static inline void weft__chan_unlink(weft__chan_queue *q, weft__chan_node *n)
+{
+  if (n->prev)
+    n->prev->next = n->next;
+  else
+    q->head = n->next;
+  if (n->next)
+    n->next->prev = n->prev;
+  else
+    q->tail = n->prev;
+  n->next = n->prev = NULL;
+  n->queued = false;
+}
+
+/* Unlinks and returns the first node whose waiter we could claim (with its
+ * case index recorded in the waiter), dropping stale nodes on the way; NULL
+ * when there is none. The node stays valid until its waiter is completed. */
+static inline weft__chan_node *weft__chan_take_waiter(weft__chan_queue *q)
+{
+  weft__chan_node *n;
+  while ((n = q->head)) {
+    weft__chan_unlink(q, n);
+    if (weft__waiter_claim(n->w)) {
+      n->w->data = n->index;
+      return n;
+    }
+  }
+  return NULL;
+}
+
+/* Most elements are a word or a pointer: let the compiler inline that copy. */
+static inline void weft__chan_copy_elem(void *dst, const void *src, size_t size)
+{
+  if (size == sizeof(uint64_t))
+    memcpy(dst, src, sizeof(uint64_t));
+  else
+    memcpy(dst, src, size);
+}
+
+static inline unsigned char *weft__chan_slot(weft_chan *c, size_t i)
+{
+  size_t k = c->head + i;
+  if (k >= c->cap)
+    k -= c->cap;
+  return c->buf + k * c->elem_size;
+}
+
+/* ---- one attempt (channel lock held) ------------------------------------------------
+ * Returns 0 (done), -EPIPE (closed; for a receive: and drained) or -EAGAIN
+ * (it would wait). On 0, *wake may be set to a claimed waiter the caller
+ * must complete with 0 once it dropped the lock. */
+
+static inline int weft__chan_send_locked(weft_chan *c, const void *elem, weft__waiter **wake)
+{
+  *wake = NULL;
+  if (atomic_load_explicit(&c->closed, memory_order_relaxed))
+    return -EPIPE;
+  if (c->count == 0) {
+    /* A waiting receiver gets the element directly (nothing is buffered
+     * ahead of it, so FIFO holds). */
+    weft__chan_node *n = weft__chan_take_waiter(&c->recvq);
+    if (n) {
+      if (n->elem)
+        weft__chan_copy_elem(n->elem, elem, c->elem_size);
+      *wake = n->w;
+      return 0;
+    }
+  }
+  if (c->count < c->cap) {
+    weft__chan_copy_elem(weft__chan_slot(c, c->count), elem, c->elem_size);
+    c->count++;
+    return 0;
+  }
+  return -EAGAIN;
+}
+
+static inline int weft__chan_recv_locked(weft_chan *c, void *elem, weft__waiter **wake)
+{
+  *wake = NULL;
+  if (c->count > 0) {
+    if (elem)
+      weft__chan_copy_elem(elem, weft__chan_slot(c, 0), c->elem_size);
+    if (++c->head == c->cap)
+      c->head = 0;
+    c->count--;
+    /* The buffer was full if a sender waits: its element takes the slot. */
+    weft__chan_node *n = weft__chan_take_waiter(&c->sendq);
+    if (n) {
+      weft__chan_copy_elem(weft__chan_slot(c, c->count), n->elem, c->elem_size);
+      c->count++;
+      *wake = n->w;
+    }
+    return 0;
+  }
+  /* Empty: only a rendezvous sender can be waiting. */
+  weft__chan_node *n = weft__chan_take_waiter(&c->sendq);
+  if (n) {
+    if (elem)
+      weft__chan_copy_elem(elem, n->elem, c->elem_size);
+    *wake = n->w;
+    return 0;
+  }
+  return atomic_load_explicit(&c->closed, memory_order_relaxed) ? -EPIPE : -EAGAIN;
+}
 
 /* True when the calling task has been cancelled (false on a plain thread). */
 bool weft__chan_cancelled(void);

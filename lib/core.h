@@ -262,12 +262,40 @@ void weft__task_suspend(weft_task *t);
 /* ---- stealing (lib/steal.c) ------------------------------------------------ */
 int weft__deque_init(weft__deque *d, uint32_t capacity);
 void weft__deque_term(weft__deque *d);
-bool weft__task_stealable(const weft_runtime *rt, const weft_task *t);
+/* Whether t goes on a stealable queue when it becomes runnable. Inline:
+ * every wake-up asks. */
+static inline bool weft__task_stealable(const weft_runtime *rt, const weft_task *t)
+{
+  if (!rt->cfg.steal || rt->nshards == 1)
+    return false; /* nobody to steal it: the local queue is cheaper */
+  if (t->placement != WEFT_PLACE_STEALABLE && t->placement != WEFT_PLACE_STEALABLE_PREFERRED)
+    return false;
+  if (t->pinned_ops)
+    return false; /* a multishot op of its own completes on this shard */
+  return rt->cfg.steal_started || t->coro.state == WEFT__CORO_CREATED;
+}
 /* Queues t on sh's stealable queue (sh's thread); false when it is full. */
 bool weft__steal_enqueue(weft__shard *sh, weft_task *t);
 weft_task *weft__steal_pop_local(weft__shard *sh);
-/* Wakes a sleeping shard if sh's stealable queue is long (sh's thread). */
-void weft__steal_check_thieves(weft__shard *sh);
+/* The shortest queue a thief with no failed rounds takes from: what passes
+ * its locality gate (64-bit: the margin may be as large as UINT_MAX,
+ * meaning "never"). */
+static inline uint64_t weft__steal_threshold(const weft_runtime *rt)
+{
+  return 2 + (uint64_t)rt->cfg.steal_locality_margin;
+}
+/* Wakes one sleeping shard other than sh (sh's thread). */
+void weft__steal_wake_thief(weft__shard *sh);
+/* Wakes a sleeping shard if sh's stealable queue is long (sh's thread).
+ * After every task the owner runs: a thief woken earlier may have found
+ * other work (or a queue too short then), so look again while the queue
+ * stays long. Two relaxed loads when nobody sleeps; inline for that. */
+static inline void weft__steal_check_thieves(weft__shard *sh)
+{
+  if (weft__deque_len(&sh->deque) >= weft__steal_threshold(sh->rt) &&
+      atomic_load_explicit(&sh->rt->sleeping, memory_order_relaxed))
+    weft__steal_wake_thief(sh);
+}
 /* One stealing round for an idle sh; returns the number of tasks taken. */
 unsigned weft__steal_round(weft__shard *sh);
 void weft__steal_reset_backoff(weft__shard *sh);
@@ -331,13 +359,22 @@ void weft__task_wake(weft_task *t);
 
 /* ---- waiting (lib/waitq.c) ----------------------------------------------------- */
 void weft__waitq_init(weft__waitq *q);
+/* Prepares w for the task t (NULL: a plain thread) - or, without _for,
+ * for whoever calls. */
+void weft__waiter_init_for(weft__waiter *w, weft_task *t);
 void weft__waiter_init(weft__waiter *w);
 /* Appends w to q; q must be locked. */
 void weft__waitq_append(weft__waitq *q, weft__waiter *w);
 /* Removes and returns the first waiter of q (q locked), or NULL. */
 weft__waiter *weft__waitq_pop(weft__waitq *q);
-/* Claims w for a wake-up (any thread, any lock held). */
-bool weft__waiter_claim(weft__waiter *w);
+/* Claims w for a wake-up (any thread, any lock held). Inline: every
+ * signal takes this path. */
+static inline bool weft__waiter_claim(weft__waiter *w)
+{
+  uint32_t expect = WEFT__W_WAITING;
+  return atomic_compare_exchange_strong_explicit(&w->state, &expect, WEFT__W_CLAIMED,
+                                                 memory_order_acq_rel, memory_order_acquire);
+}
 /* Completes a claimed w with `result`: the waiter runs again. Call without
  * q's lock; w must not be touched afterwards. */
 void weft__waiter_complete(weft__waiter *w, int result);

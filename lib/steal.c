@@ -46,27 +46,9 @@ void weft__deque_term(weft__deque *d)
   d->seqs = NULL;
 }
 
-/* The shortest queue a thief with no failed rounds takes from (64-bit: the
- * margin may be as large as UINT_MAX, meaning "never"). */
-static uint64_t steal_threshold(const weft_runtime *rt)
-{
-  return 2 + (uint64_t)rt->cfg.steal_locality_margin;
-}
-
-bool weft__task_stealable(const weft_runtime *rt, const weft_task *t)
-{
-  if (!rt->cfg.steal || rt->nshards == 1)
-    return false; /* nobody to steal it: the local queue is cheaper */
-  if (t->placement != WEFT_PLACE_STEALABLE && t->placement != WEFT_PLACE_STEALABLE_PREFERRED)
-    return false;
-  if (t->pinned_ops)
-    return false; /* a multishot op of its own completes on this shard */
-  return rt->cfg.steal_started || t->coro.state == WEFT__CORO_CREATED;
-}
-
 /* Wakes one sleeping shard other than sh (one not already being woken),
  * when sh has queued stealable work that it would not get to soon. */
-static void wake_thief(weft__shard *sh)
+void weft__steal_wake_thief(weft__shard *sh)
 {
   weft_runtime *rt = sh->rt;
   /* Our push, then their `sleeping`: the mirror of park()'s fence. */
@@ -84,16 +66,6 @@ static void wake_thief(weft__shard *sh)
   }
 }
 
-void weft__steal_check_thieves(weft__shard *sh)
-{
-  /* After every task the owner runs: a thief woken earlier may have found
-   * other work (or a queue too short then), so look again while the queue
-   * stays long. Two relaxed loads when nobody sleeps. */
-  if (weft__deque_len(&sh->deque) >= steal_threshold(sh->rt) &&
-      atomic_load_explicit(&sh->rt->sleeping, memory_order_relaxed))
-    wake_thief(sh);
-}
-
 bool weft__steal_enqueue(weft__shard *sh, weft_task *t)
 {
   if (!weft__deque_push(&sh->deque, t, t->ready_seq)) {
@@ -104,9 +76,9 @@ bool weft__steal_enqueue(weft__shard *sh, weft_task *t)
    * locality gate of a thief with no failures behind it. The epoch tells
    * spinning thieves in a cooldown to look again; it is bumped only when a
    * queue reaches that length, to keep its cache line quiet. */
-  if (sh->rt->nshards > 1 && weft__deque_len(&sh->deque) == steal_threshold(sh->rt)) {
+  if (sh->rt->nshards > 1 && weft__deque_len(&sh->deque) == weft__steal_threshold(sh->rt)) {
     atomic_fetch_add_explicit(&sh->rt->steal_epoch, 1, memory_order_relaxed);
-    wake_thief(sh);
+    weft__steal_wake_thief(sh);
   }
   return true;
 }
@@ -126,7 +98,7 @@ bool weft__steal_work_elsewhere(weft__shard *sh)
   if (!rt->cfg.steal)
     return false;
   for (int i = 0; i < rt->nshards; i++)
-    if (i != sh->id && weft__deque_len(&rt->shards[i].deque) >= steal_threshold(rt))
+    if (i != sh->id && weft__deque_len(&rt->shards[i].deque) >= weft__steal_threshold(rt))
       return true;
   return false;
 }

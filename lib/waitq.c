@@ -19,10 +19,15 @@ void weft__waitq_init(weft__waitq *q)
 
 void weft__waiter_init(weft__waiter *w)
 {
+  weft__waiter_init_for(w, weft__task_self());
+}
+
+void weft__waiter_init_for(weft__waiter *w, weft_task *t)
+{
   w->next = w->prev = NULL;
   w->q = NULL;
   /* Known before the waiter is queued: a signaller may pop it right away. */
-  w->task = weft__task_self();
+  w->task = t;
   atomic_init(&w->state, WEFT__W_WAITING);
   w->queued = false;
   w->uncancellable = false;
@@ -64,13 +69,6 @@ weft__waiter *weft__waitq_pop(weft__waitq *q)
   if (w)
     unlink_locked(q, w);
   return w;
-}
-
-bool weft__waiter_claim(weft__waiter *w)
-{
-  uint32_t expect = WEFT__W_WAITING;
-  return atomic_compare_exchange_strong_explicit(&w->state, &expect, WEFT__W_CLAIMED,
-                                                 memory_order_acq_rel, memory_order_acquire);
 }
 
 /* Takes a claimed waiter off its queue, if a signaller has not already. */
