@@ -129,7 +129,7 @@ static inline uint64_t weft__counter_acquire(const weft__counter *c)
 }
 
 typedef struct weft__shard_stats {
-  weft__counter spawned, finished, switches, inbox_received, parks, enters, cqes;
+  weft__counter spawned, finished, switches, handoffs, inbox_received, parks, enters, cqes;
   weft__counter timers_armed, timers_fired;
   weft__counter steal_attempts, steal_scans, steal_success, steal_skipped_backoff;
   weft__counter steal_skipped_locality, steal_backpressure, steal_wakes, steal_local_hits;
@@ -170,6 +170,8 @@ struct weft__shard {
   struct weft__steal_state steal;
   uint64_t ready_seq;           /* stamps tasks as they become runnable, so
                                    the two run queues are served oldest first */
+  unsigned direct_left;         /* hand-overs the running task may still make
+                                   (weft__task_suspend); 0 outside run_ready */
 
   /* Runnable stealable tasks: pushed by the owner, taken by anyone. */
   weft__deque deque;

@@ -25,6 +25,7 @@ void weft_config_init(weft_config *cfg)
   cfg->ring_flags = WEFT_RING_ALL;
   cfg->spin_ns = 20 * WEFT_USEC;
   cfg->run_budget = 64;
+  cfg->handoff = true;
   cfg->blocking_threads = 64;
   cfg->blocking_idle_ns = 10 * WEFT_SEC;
   cfg->steal = true;

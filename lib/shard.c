@@ -139,32 +139,6 @@ static unsigned drain_inbox(weft__shard *sh)
 
 /* ---- running tasks ------------------------------------------------------------ */
 
-void weft__task_suspend(weft_task *t)
-{
-  atomic_store_explicit(&t->state, WEFT__T_WAITING, memory_order_relaxed);
-  weft__coro_suspend(&t->coro);
-}
-
-static void run_one(weft__shard *sh, weft_task *t)
-{
-  if (t->coro.state == WEFT__CORO_CREATED &&
-      atomic_load_explicit(&t->cancelled, memory_order_relaxed)) {
-    weft__task_finish_unstarted(sh, t);
-    return;
-  }
-  t->shard = sh;
-  atomic_store_explicit(&t->state, WEFT__T_RUNNING, memory_order_relaxed);
-  int r = weft__coro_resume(&t->coro);
-  weft__count(&sh->stats.switches, 1);
-  weft__steal_check_thieves(sh);
-  if (r == WEFT__CORO_FINISHED) {
-    weft__task_finished(sh, t);
-  } else if (t->yielding) {
-    t->yielding = false;
-    weft__shard_ready(sh, t);
-  }
-}
-
 /* The next task to run: whichever queue's head became runnable first, so
  * the shard runs its tasks in the order they became ready whatever queue
  * they are in (and a joiner woken by each of its children does not run
@@ -180,14 +154,95 @@ static weft_task *next_task(weft__shard *sh)
   return t ? t : runq_pop(sh);
 }
 
+/* Puts a task taken by next_task() back in front of everything: it is the
+ * oldest runnable one, so it stays the next to run. */
+static void runq_push_front(weft__shard *sh, weft_task *t)
+{
+  t->next = sh->runq_head;
+  sh->runq_head = t;
+  if (!sh->runq_tail)
+    sh->runq_tail = t;
+}
+
+/* The bookkeeping run_one does after a resume, for a task that handed the
+ * shard over to another one directly (see weft__task_suspend). */
+static void handed_over(weft__shard *sh, weft_task *from)
+{
+  weft__count(&sh->stats.switches, 1);
+  weft__count(&sh->stats.handoffs, 1);
+  weft__steal_check_thieves(sh);
+  if (from->yielding) {
+    from->yielding = false;
+    weft__shard_ready(sh, from);
+  }
+}
+
+/* A task that waits (or yields) switches straight to the next runnable task
+ * of its shard, the one the loop would resume next, instead of going back to
+ * the loop first: one context switch per hand-over instead of two. Bounded
+ * by what is left of the loop's run budget, so completions, the inbox and
+ * timers are still served every run_budget tasks. A task that never ran
+ * starts from the loop (its entry is the loop's business). */
+void weft__task_suspend(weft_task *t)
+{
+  atomic_store_explicit(&t->state, WEFT__T_WAITING, memory_order_relaxed);
+  weft__shard *sh = t->shard;
+  weft_task *next = sh->direct_left ? next_task(sh) : NULL;
+  if (next && next->coro.state != WEFT__CORO_SUSPENDED) {
+    runq_push_front(sh, next);
+    next = NULL;
+  }
+  if (next == t) {
+    /* Woken before it could leave (its own reap completed its op): it is
+     * the next to run anyway. */
+    atomic_store_explicit(&t->state, WEFT__T_RUNNING, memory_order_relaxed);
+    return;
+  }
+  weft__coro *from;
+  if (next) {
+    sh->direct_left--;
+    next->shard = sh;
+    atomic_store_explicit(&next->state, WEFT__T_RUNNING, memory_order_relaxed);
+    from = weft__coro_switch(&t->coro, &next->coro);
+  } else {
+    from = weft__coro_suspend(&t->coro);
+  }
+  if (from)
+    handed_over(t->shard, (weft_task *)(void *)from);
+}
+
+static void run_one(weft__shard *sh, weft_task *t)
+{
+  if (t->coro.state == WEFT__CORO_CREATED &&
+      atomic_load_explicit(&t->cancelled, memory_order_relaxed)) {
+    weft__task_finish_unstarted(sh, t);
+    return;
+  }
+  t->shard = sh;
+  atomic_store_explicit(&t->state, WEFT__T_RUNNING, memory_order_relaxed);
+  /* Whoever comes back may be a task t handed the shard over to. */
+  weft_task *back = (weft_task *)(void *)weft__coro_resume_any(&t->coro);
+  weft__count(&sh->stats.switches, 1);
+  weft__steal_check_thieves(sh);
+  if (back->coro.state == WEFT__CORO_FINISHED) {
+    weft__task_finished(sh, back);
+  } else if (back->yielding) {
+    back->yielding = false;
+    weft__shard_ready(sh, back);
+  }
+}
+
 static unsigned run_ready(weft__shard *sh)
 {
   unsigned budget = sh->rt->cfg.run_budget, n = 0;
   weft_task *t;
   while (n < budget && (t = next_task(sh))) {
+    /* Tasks run by direct hand-over count against the same budget. */
+    sh->direct_left = sh->rt->cfg.handoff ? budget - n - 1 : 0;
     run_one(sh, t);
-    n++;
+    n = sh->rt->cfg.handoff ? budget - sh->direct_left : n + 1;
   }
+  sh->direct_left = 0;
   return n;
 }
 

@@ -11,6 +11,7 @@ static void add_shard(weft_stats *out, const weft__shard *sh)
   out->spawned += weft__counter_get(&s->spawned);
   out->finished += weft__counter_get(&s->finished);
   out->switches += weft__counter_get(&s->switches);
+  out->handoffs += weft__counter_get(&s->handoffs);
   out->inbox_received += weft__counter_get(&s->inbox_received);
   out->wakes_sent += weft__counter_get(&s->wakes_sent);
   out->wakes_coalesced += weft__counter_get(&s->wakes_coalesced);

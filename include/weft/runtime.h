@@ -61,6 +61,11 @@ typedef struct weft_config {
                                the kernel, default 20 us; 0 = sleep at once */
   unsigned run_budget;      /* coroutines run per loop pass before I/O and the
                                inbox are looked at again, default 64 */
+  bool handoff;             /* default true: a coroutine that waits or yields
+                               switches straight to the next runnable coroutine
+                               of its shard (the one the loop would run next),
+                               one context switch instead of two; hand-overs
+                               count against run_budget */
   unsigned blocking_threads;/* most threads of the blocking pool, default 64, >= 1 */
   int64_t blocking_idle_ns; /* an idle pool thread leaves after this, default 10 s */
 

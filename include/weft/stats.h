@@ -25,7 +25,10 @@ typedef struct weft_stats {
                                the sum (shard -1) adds the tasks submitted from
                                plain threads and other runtimes */
   uint64_t finished;        /* tasks that returned on this shard */
-  uint64_t switches;        /* coroutine resumptions */
+  uint64_t switches;        /* coroutine resumptions (hand-overs included) */
+  uint64_t handoffs;        /* of them, direct hand-overs from a coroutine that
+                               waited or yielded to the next runnable one
+                               (weft_config.handoff) */
   uint64_t inbox_received;  /* tasks handed over by other threads */
   uint64_t wakes_sent;      /* msg_ring wake-ups sent to this shard */
   uint64_t wakes_coalesced; /* wake-ups not sent: one was already on its way */
