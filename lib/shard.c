@@ -380,7 +380,9 @@ static bool spin(weft__shard *sh)
   if (next_timer >= 0 && next_timer < until)
     until = next_timer;
   for (;;) {
-    for (int i = 0; i < 64; i++) {
+    /* A pause is about 30 ns on current x86 parts: eight polls between
+     * stealing rounds keep a thief within a few hundred ns of new work. */
+    for (int i = 0; i < 8; i++) {
       if (has_work(sh))
         return true;
       weft__cpu_relax();
@@ -486,6 +488,7 @@ void *weft__shard_main(void *arg)
   set_thread_identity(sh);
   weft__timer_heap_init(&sh->timers);
   sh->steal.cursor = (unsigned)(sh->id + 1);
+  sh->steal.stuck_victim = -1;
   /* The ring is created on this thread so that SINGLE_ISSUER and
    * DEFER_TASKRUN bind it to the thread that will submit and reap. */
   int r = weft__ring_setup(sh);
