@@ -132,7 +132,7 @@ typedef struct weft__shard_stats {
   weft__counter spawned, finished, switches, handoffs, inbox_received, parks, enters, cqes;
   weft__counter timers_armed, timers_fired;
   weft__counter steal_attempts, steal_scans, steal_success, steal_skipped_backoff;
-  weft__counter steal_skipped_locality, steal_backpressure, steal_wakes, steal_local_hits;
+  weft__counter steal_skipped_locality, steal_stuck, steal_backpressure, steal_wakes, steal_local_hits;
   weft__counter steal_takes;
   weft__counter ops_submitted, ops_completed, ops_cancelled, ops_timed_out;
   weft__counter sq_full_flushes, cq_overflows, timers_cancelled;
@@ -147,6 +147,11 @@ struct weft__steal_state {
   unsigned steps;         /* cursor steps in the current cycle of the walk */
   unsigned failed_streak; /* rounds in a row that took nothing */
   unsigned cooldown;      /* rounds still to skip */
+  /* The stuck rule: the short queue last refused by the gate, where its
+   * head was and since when (weft__now). */
+  int stuck_victim;       /* shard id, -1 none */
+  uint32_t stuck_head;
+  int64_t stuck_since;
 };
 
 /* ---- shards --------------------------------------------------------------- */

@@ -38,6 +38,7 @@ void weft_config_init(weft_config *cfg)
   cfg->steal_fail_cost = 1;
   cfg->steal_backoff_min = 1;
   cfg->steal_backoff_max = 32;
+  cfg->steal_stuck_ns = 10 * WEFT_USEC;
   cfg->steal_queue_capacity = 4096;
   cfg->msg_lane_capacity = 4096;
   cfg->msg_counters = 256;
@@ -72,7 +73,7 @@ static int validate(const weft_config *cfg)
     return -EINVAL;
   if (!cfg->steal_budget || !cfg->steal_stride || !cfg->steal_probes || !cfg->steal_batch ||
       cfg->steal_batch > 64 || !cfg->steal_fail_cost || !cfg->steal_backoff_min ||
-      cfg->steal_backoff_max < cfg->steal_backoff_min)
+      cfg->steal_backoff_max < cfg->steal_backoff_min || cfg->steal_stuck_ns < 0)
     return -EINVAL;
   unsigned cap = cfg->steal_queue_capacity;
   if (cap < 2 || cap > (1u << 24) || (cap & (cap - 1)))

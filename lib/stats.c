@@ -32,6 +32,7 @@ static void add_shard(weft_stats *out, const weft__shard *sh)
   out->steal_success += weft__counter_get(&s->steal_success);
   out->steal_skipped_backoff += weft__counter_get(&s->steal_skipped_backoff);
   out->steal_skipped_locality += weft__counter_get(&s->steal_skipped_locality);
+  out->steal_stuck += weft__counter_get(&s->steal_stuck);
   out->steal_backpressure += weft__counter_get(&s->steal_backpressure);
   out->steal_wakes += weft__counter_get(&s->steal_wakes);
   out->steal_local_hits += weft__counter_get(&s->steal_local_hits);

@@ -15,6 +15,12 @@
  * migration cost (1 + min(failures, 4) * fail_cost) plus the locality margin;
  * it then takes up to `steal_batch` tasks. A round that takes nothing starts a
  * cooldown of backoff_min << (failures - 1) ticks, capped at backoff_max.
+ *
+ * Two additions, both for a long task that holds up short ones: a queue the
+ * gate refuses is taken from anyway once its head has not moved for
+ * steal_stuck_ns (its owner is stuck in one task), and of a stolen batch
+ * only the first task is kept for the thief's next run - the rest go on the
+ * thief's stealable queue, so a long task among them strands nothing.
  */
 #include "core.h"
 
@@ -134,6 +140,25 @@ static unsigned gcd(unsigned a, unsigned b)
   return a;
 }
 
+/* The stuck rule: true once `v`'s queue (non-empty, refused by the gate)
+ * has kept its head for steal_stuck_ns, as seen by this thief's rounds. */
+static bool queue_stuck(weft__shard *sh, weft__shard *v)
+{
+  int64_t limit = sh->rt->cfg.steal_stuck_ns;
+  if (limit <= 0)
+    return false;
+  struct weft__steal_state *st = &sh->steal;
+  uint32_t head = atomic_load_explicit(&v->deque.head, memory_order_relaxed);
+  int64_t now = weft__now();
+  if (st->stuck_victim != v->id || st->stuck_head != head) {
+    st->stuck_victim = v->id;
+    st->stuck_head = head;
+    st->stuck_since = now;
+    return false;
+  }
+  return now - st->stuck_since >= limit;
+}
+
 unsigned weft__steal_round(weft__shard *sh)
 {
   weft_runtime *rt = sh->rt;
@@ -184,20 +209,30 @@ unsigned weft__steal_round(weft__shard *sh)
     if (!best)
       break;
     weft__count(&sh->stats.steal_scans, 1);
-    if (best_len <= gate) {
+    uint32_t want;
+    if (best_len > gate) {
+      want = best_len > gate + 1 ? (c->steal_batch < best_len ? c->steal_batch : best_len) : 1;
+    } else if (queue_stuck(sh, best)) {
+      /* All of it: every task there waits for the same long one. */
+      want = c->steal_batch < best_len ? c->steal_batch : best_len;
+      weft__count(&sh->stats.steal_stuck, 1);
+    } else {
       weft__count(&sh->stats.steal_skipped_locality, 1);
       continue;
     }
-    uint32_t want = best_len > gate + 1 ? (c->steal_batch < best_len ? c->steal_batch : best_len) : 1;
     if (want > remaining)
       want = remaining;
     if (want > 64)
       want = 64;
     uint32_t got = weft__deque_take(&best->deque, batch, want);
     for (uint32_t i = 0; i < got; i++) {
-      /* The task is ours now: it runs here next (the local queue is FIFO,
-       * so it is not handed on to a third shard before it ran). */
-      weft__shard_ready_local(sh, batch[i]);
+      /* The first task runs here next, from the local queue, so every steal
+       * makes progress. The rest stay stealable: a long task among them
+       * must not hold the others back while a shard sits idle. */
+      if (i == 0 && stolen == 0)
+        weft__shard_ready_local(sh, batch[i]);
+      else
+        weft__shard_ready(sh, batch[i]);
     }
     if (got)
       weft__count(&sh->stats.steal_takes, 1);

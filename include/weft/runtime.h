@@ -79,7 +79,13 @@ typedef struct weft_config {
    * nothing makes the shard skip the next steal_backoff_min << (failures - 1)
    * rounds, at most steal_backoff_max. At most `steal_budget` tasks are
    * taken per loop pass. When a shard queues stealable work while another
-   * sleeps, it wakes one (coalesced). */
+   * sleeps, it wakes one (coalesced).
+   *
+   * Beyond the seed: a queue too short for the gate is taken anyway (up to
+   * steal_batch tasks) once it has not moved for `steal_stuck_ns` - its owner is
+   * busy with a long task, and the queued ones would wait for all of it. Of
+   * a batch, the first task runs on the thief next; the rest stay stealable
+   * (on the thief's queue), so no task is stranded behind a long one. */
   bool steal;                     /* stealing on at all, default true. The victim
                                      walk reaches every shard whatever the stride
                                      (it slips by one after each cycle when the
@@ -95,6 +101,8 @@ typedef struct weft_config {
   unsigned steal_fail_cost;       /* default 1, >= 1 */
   unsigned steal_backoff_min;     /* default 1, >= 1 (rounds) */
   unsigned steal_backoff_max;     /* default 32, >= steal_backoff_min */
+  int64_t steal_stuck_ns;         /* default 10 us; 0 = never take from a queue
+                                     the gate refuses (the seed's policy) */
   unsigned steal_queue_capacity;  /* stealable queue slots per shard, a power of
                                      two, default 4096 (it must exceed
                                      2 + steal_locality_margin for anything to be

@@ -55,6 +55,8 @@ typedef struct weft_stats {
   uint64_t steal_takes;     /* probes that took at least one task (a batch) */
   uint64_t steal_skipped_backoff;  /* rounds skipped in a cooldown */
   uint64_t steal_skipped_locality; /* victims left alone: queue too short */
+  uint64_t steal_stuck;            /* short queues taken from anyway: they had
+                                      not moved for steal_stuck_ns */
   uint64_t steal_backpressure;     /* tasks that found the stealable queue full */
   uint64_t steal_wakes;     /* sleeping shards woken to steal */
   uint64_t steal_local_hits;/* stealable tasks run by the shard that queued them

@@ -196,6 +196,7 @@ Test(steal, locality_margin_keeps_short_queues_home, .timeout = 60)
   weft_config c;
   steal_cfg(&c);
   c.steal_locality_margin = 1000;
+  c.steal_stuck_ns = 0; /* the seed's gate alone */
   run_cfg(&c, locality_main, NULL);
   cr_assert_gt(st_end[1].steal_skipped_locality, 0, "shard 1 never looked at shard 0's queue");
   cr_assert_eq(st_end[NSHARDS].steal_success, 0);
@@ -223,11 +224,13 @@ static void *never_main(void *arg)
 
 Test(steal, largest_locality_margin_means_never_steal, .timeout = 60)
 {
-  /* A queue is taken from only when it is longer than cost + margin; no
-   * queue is longer than UINT_MAX + 1 tasks. */
+  /* By length, a queue is taken from only when it is longer than cost +
+   * margin; no queue is longer than UINT_MAX + 1 tasks. (The stuck rule,
+   * off here, would still take from a queue that stops moving.) */
   weft_config c;
   steal_cfg(&c);
   c.steal_locality_margin = UINT_MAX;
+  c.steal_stuck_ns = 0;
   run_cfg(&c, never_main, NULL);
   cr_assert_eq(atomic_load(&ran_on[0]) + atomic_load(&ran_on[1]), NEVER_TASKS);
   cr_assert_eq(st_end[NSHARDS].steal_success, 0,
@@ -465,6 +468,7 @@ Test(steal, invalid_steal_knobs_are_einval, .timeout = 30)
   BAD("budget 0", c->steal_budget = 0);
   BAD("stride 0", c->steal_stride = 0);
   BAD("fail cost 0", c->steal_fail_cost = 0);
+  BAD("stuck -1", c->steal_stuck_ns = -1);
 #undef BAD
   for (int i = 0; i < n; i++) {
     void *ret = (void *)7;
@@ -693,4 +697,67 @@ Test(steal, steal_success_rate_is_at_most_one, .timeout = 60)
               s->shard, s->steal_success_rate, (unsigned long long)s->steal_success,
               (unsigned long long)s->steal_attempts, (unsigned long long)s->steal_scans);
   }
+}
+
+/* ---- the stuck rule ------------------------------------------------------------------------------ */
+
+#define STUCK_SHORT 2
+
+static atomic_bool stuck_done;
+static int short_ran_on[STUCK_SHORT];
+
+static void *ticker(void *arg)
+{
+  (void)arg;
+  /* Keeps shard 1 waking up (and running stealing rounds while it spins). */
+  while (!atomic_load(&stuck_done))
+    CO_EQ(weft_sleep(300 * WEFT_USEC), 0);
+  return NULL;
+}
+
+static void *short_task(void *arg)
+{
+  short_ran_on[(intptr_t)arg] = weft_shard_id();
+  return NULL;
+}
+
+static void *stuck_main(void *arg)
+{
+  (void)arg;
+  weft_task *tick, *t[STUCK_SHORT];
+  CO_EQ(rt_spawn(&tick, WEFT_PLACE_PINNED, 1, ticker, NULL), 0);
+  /* Two queued tasks: not longer than cost + margin (1 + 1), so the gate
+   * alone keeps them here - behind this task, which now runs 30 ms. */
+  for (intptr_t i = 0; i < STUCK_SHORT; i++)
+    CO_EQ(rt_spawn(&t[i], WEFT_PLACE_STEALABLE, -1, short_task, (void *)i), 0);
+  burn_us(30000);
+  atomic_store(&stuck_done, true);
+  for (int i = 0; i < STUCK_SHORT; i++)
+    rt_join_int(t[i]);
+  rt_join_int(tick);
+  stats_now(st_end);
+  return NULL;
+}
+
+Test(steal, stuck_short_queue_is_taken_behind_a_long_task, .timeout = 60)
+{
+  weft_config c;
+  steal_cfg(&c);
+  run_cfg(&c, stuck_main, NULL);
+  for (int i = 0; i < STUCK_SHORT; i++)
+    cr_assert_eq(short_ran_on[i], 1, "short task %d ran on shard %d", i, short_ran_on[i]);
+  cr_assert_geq(st_end[1].steal_stuck, 1);
+  cr_assert_eq(st_end[1].steal_success, STUCK_SHORT);
+}
+
+Test(steal, stuck_rule_off_leaves_a_short_queue_home, .timeout = 60)
+{
+  weft_config c;
+  steal_cfg(&c);
+  c.steal_stuck_ns = 0;
+  run_cfg(&c, stuck_main, NULL);
+  for (int i = 0; i < STUCK_SHORT; i++)
+    cr_assert_eq(short_ran_on[i], 0, "short task %d ran on shard %d", i, short_ran_on[i]);
+  cr_assert_eq(st_end[NSHARDS].steal_stuck, 0);
+  cr_assert_eq(st_end[NSHARDS].steal_success, 0);
 }
