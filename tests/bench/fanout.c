@@ -10,6 +10,11 @@
  * (serial / parallel; ideal 2.0 balanced, 1.375 skewed) and the checksum,
  * which must be the same both ways. Run once with stealing and once with
  * every branch placed round-robin and pinned, to show what stealing buys.
+ *
+ * Options: --quick (fewer iterations), --spin-us N (the shards' spin window,
+ * weft_config.spin_ns, instead of the default: on a VM whose parked wake-up
+ * costs more than the gaps in this workload, a longer window shows what
+ * parking costs). The JSON lines carry the spin window used.
  */
 #include <weft.h>
 
@@ -128,11 +133,15 @@ static double best_serial(bool skewed, int iterations, uint64_t *checksum)
   return best;
 }
 
+static long spin_us = -1; /* --spin-us; -1: the default */
+
 static int run_shape(bool skewed, bool stealing, int iterations)
 {
   weft_config cfg;
   weft_config_init(&cfg);
   cfg.shards = 2;
+  if (spin_us >= 0)
+    cfg.spin_ns = spin_us * 1000;
   double best = 0;
   struct shape s = {.skewed = skewed, .stealing = stealing, .iterations = iterations};
   for (int round = 0; round < 3; round++) {
@@ -150,16 +159,32 @@ static int run_shape(bool skewed, bool stealing, int iterations)
   printf("{\"bench\":\"fanout_%s%s\",\"metric\":\"speedup\",\"value\":%.3f,"
          "\"ref\":\"serial_ns_per_iter\",\"ref_value\":%.0f,\"ratio\":%.3f,"
          "\"parallel_ns_per_iter\":%.0f,\"serial_ns_per_iter\":%.0f,\"speedup\":%.3f,"
-         "\"checksum\":\"%016" PRIx64 "\",\"serial_checksum\":\"%016" PRIx64 "\",\"shards\":2}\n",
+         "\"checksum\":\"%016" PRIx64 "\",\"serial_checksum\":\"%016" PRIx64 "\",\"shards\":2,"
+         "\"spin_ns\":%lld}\n",
          skewed ? "skewed" : "balanced", stealing ? "" : "_nosteal", speedup, serial_ns, speedup,
-         best, serial_ns, speedup, s.checksum, serial_sum);
+         best, serial_ns, speedup, s.checksum, serial_sum, (long long)cfg.spin_ns);
   fflush(stdout);
   return s.checksum == serial_sum ? 0 : 1;
 }
 
 int main(int argc, char **argv)
 {
-  bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+  bool quick = false;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else if (strcmp(argv[i], "--spin-us") == 0 && i + 1 < argc) {
+      char *end;
+      spin_us = strtol(argv[++i], &end, 10);
+      if (*end || spin_us < 0) {
+        fprintf(stderr, "fanout: bad --spin-us %s\n", argv[i]);
+        return 2;
+      }
+    } else {
+      fprintf(stderr, "usage: %s [--quick] [--spin-us N]\n", argv[0]);
+      return 2;
+    }
+  }
   int iterations = quick ? 20 : 100;
   int rc = 0;
   for (int skewed = 0; skewed <= 1; skewed++)
