@@ -85,6 +85,7 @@ Test(steal, sleeping_shard_is_woken_when_a_queue_piles_up, .timeout = 60)
 {
   weft_config c;
   steal_cfg(&c);
+  c.steal_stuck_ns = 0; /* the two first tasks must stay put while shard 1 falls asleep */
   run_cfg(&c, pile_main, NULL);
   int r0 = atomic_load(&ran_on[0]), r1 = atomic_load(&ran_on[1]);
   cr_assert_eq(r0 + r1, PILE_TASKS);
