@@ -24,6 +24,7 @@ void weft_config_init(weft_config *cfg)
   cfg->cq_entries = 0;
   cfg->ring_flags = WEFT_RING_ALL;
   cfg->spin_ns = 20 * WEFT_USEC;
+  cfg->spin_max_ns = 200 * WEFT_USEC;
   cfg->run_budget = 64;
   cfg->handoff = true;
   cfg->blocking_threads = 64;
@@ -65,7 +66,7 @@ static int validate(const weft_config *cfg)
     return -EINVAL;
   if (cfg->stack_size < 16384 || cfg->stack_size > ((size_t)1 << 30))
     return -EINVAL;
-  if (cfg->spin_ns < 0 || cfg->run_budget == 0)
+  if (cfg->spin_ns < 0 || cfg->spin_max_ns < 0 || cfg->run_budget == 0)
     return -EINVAL;
   if (cfg->blocking_threads == 0 || cfg->blocking_threads > 4096 || cfg->blocking_idle_ns <= 0)
     return -EINVAL;

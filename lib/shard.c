@@ -4,8 +4,9 @@
  *
  * The loop, in order: run ready tasks (at most run_budget), take the inbox,
  * reap completions, fire due timers; with nothing left to run, poll briefly
- * (spin_ns) and then sleep in io_uring_enter until a completion, a wake-up
- * message or the nearest timer.
+ * (the spin window: spin_ns, grown towards spin_max_ns while work keeps
+ * coming back just after the shard went to sleep) and then sleep in
+ * io_uring_enter until a completion, a wake-up message or the nearest timer.
  *
  * Sleeping and waking follow a Dekker-style handshake so that no wake-up is
  * lost and none is sent needlessly:
@@ -368,10 +369,10 @@ static bool should_exit(weft__shard *sh)
   return atomic_load_explicit(&sh->rt->exiting, memory_order_acquire) && sh->inflight == 0;
 }
 
-/* Polls for up to spin_ns; true if work showed up. */
+/* Polls for up to the current spin window; true if work showed up. */
 static bool spin(weft__shard *sh)
 {
-  int64_t spin_ns = sh->rt->cfg.spin_ns;
+  int64_t spin_ns = sh->spin_window;
   if (spin_ns <= 0)
     return false;
   int64_t now = weft__now();
@@ -396,6 +397,21 @@ static bool spin(weft__shard *sh)
   }
 }
 
+/* Ski rental: a sleep that ended within one spin window would have cost
+ * less as more spinning (a sleep and its wake-up cost several microseconds,
+ * tens on a VM), so the window doubles; a sleep much longer than the window
+ * means the gaps here are long, so it halves back towards spin_ns. */
+static void adapt_spin(weft__shard *sh, int64_t slept)
+{
+  const weft_config *c = &sh->rt->cfg;
+  if (c->spin_max_ns <= c->spin_ns || c->spin_ns <= 0)
+    return;
+  if (slept <= sh->spin_window)
+    sh->spin_window = sh->spin_window > c->spin_max_ns / 2 ? c->spin_max_ns : sh->spin_window * 2;
+  else if (slept > 4 * sh->spin_window)
+    sh->spin_window = sh->spin_window / 2 < c->spin_ns ? c->spin_ns : sh->spin_window / 2;
+}
+
 static void park(weft__shard *sh)
 {
   weft_runtime *rt = sh->rt;
@@ -418,7 +434,9 @@ static void park(weft__shard *sh)
     if (!tsp || ts.tv_sec || ts.tv_nsec) {
       struct io_uring_cqe *cqe;
       sh->sq_pending = 0;
+      int64_t slept = weft__now();
       io_uring_submit_and_wait_timeout(&sh->ring, &cqe, 1, tsp, NULL);
+      adapt_spin(sh, weft__now() - slept);
       weft__count(&sh->stats.parks, 1);
       weft__count(&sh->stats.enters, 1);
     }
@@ -489,6 +507,7 @@ void *weft__shard_main(void *arg)
   weft__timer_heap_init(&sh->timers);
   sh->steal.cursor = (unsigned)(sh->id + 1);
   sh->steal.stuck_victim = -1;
+  sh->spin_window = sh->rt->cfg.spin_ns;
   /* The ring is created on this thread so that SINGLE_ISSUER and
    * DEFER_TASKRUN bind it to the thread that will submit and reap. */
   int r = weft__ring_setup(sh);

@@ -59,6 +59,13 @@ typedef struct weft_config {
   unsigned ring_flags;      /* WEFT_RING_* to try, default WEFT_RING_ALL */
   int64_t spin_ns;          /* how long an idle shard polls before it sleeps in
                                the kernel, default 20 us; 0 = sleep at once */
+  int64_t spin_max_ns;      /* the spin window adapts between spin_ns and this,
+                               default 200 us: a sleep that work ended within
+                               one window doubles the window (the sleep and its
+                               wake-up cost more than spinning through such
+                               gaps), a sleep over four windows long halves it.
+                               <= spin_ns: a fixed window. An idle runtime still
+                               sleeps after one window. */
   unsigned run_budget;      /* coroutines run per loop pass before I/O and the
                                inbox are looked at again, default 64 */
   bool handoff;             /* default true: a coroutine that waits or yields

@@ -99,6 +99,7 @@ Test(runtime, invalid_configs_are_einval_and_run_nothing, .timeout = 20)
   BAD("ncpus 1, cpus NULL", (c->cpus = NULL, c->ncpus = 1));
   BAD("ncpus -1", c->ncpus = -1);
   BAD("spin_ns -1", c->spin_ns = -1);
+  BAD("spin_max_ns -1", c->spin_max_ns = -1);
   BAD("first unknown ring flag", c->ring_flags = WEFT_RING_ALL | (WEFT_RING_ALL + 1u));
   BAD("ring flag 1<<31", c->ring_flags = 1u << 31);
 #undef BAD
