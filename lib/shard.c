@@ -195,7 +195,10 @@ void weft__task_suspend(weft_task *t)
   }
   if (next == t) {
     /* Woken before it could leave (its own reap completed its op): it is
-     * the next to run anyway. */
+     * the next to run anyway, and it is not waiting any more - so it is
+     * not yielding either (a yield never registers a wait, but leave no
+     * flag behind for run_one to act on later). */
+    t->yielding = false;
     atomic_store_explicit(&t->state, WEFT__T_RUNNING, memory_order_relaxed);
     return;
   }
