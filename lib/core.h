@@ -66,6 +66,17 @@ enum weft__task_state {
   WEFT__T_FINISHED,
 };
 
+/* Something a task holds that must be ended before the task does: an armed
+ * multishot op and the object around it (weft_listener, weft_recv_stream,
+ * weft_uring_multishot). Linked on the task while open; a body that returns
+ * with one still open has it ended by the task itself, before it finishes
+ * (weft__task_body), so no op outlives its task and the runtime can stop. */
+typedef struct weft__held weft__held;
+struct weft__held {
+  weft__held *prev, *next;
+  void (*end)(weft__held *h); /* ends and frees the object; unholds h; may suspend */
+};
+
 /* Lives at the top of its own coroutine stack (coro first: coro/coro.h). */
 struct weft_task {
   weft__coro coro;
@@ -82,6 +93,9 @@ struct weft_task {
   weft__waiter *cur_waiter;     /* the waiter it is suspended in, for cancel */
   weft__op *cur_op;             /* the op it waits for, for cancel (wait_lock) */
   unsigned pinned_ops;          /* active multishot ops: the task stays on its shard */
+  weft__held *held;             /* open objects to end if the body returns (task only) */
+  void *(*body)(void *);        /* the spawned function and its argument */
+  void *body_arg;
   int64_t deadline;             /* deadline scope (weft_deadline_push), -1 none */
   weft__timer *armed_timer;     /* a timer of its shard to disarm when it runs */
   /* Completion: `done` is set and `done_q`'s waiters are released when the
@@ -360,6 +374,10 @@ void weft__task_finished(weft__shard *sh, weft_task *t);
 /* A task that was cancelled before it ever ran: finish it without running. */
 void weft__task_finish_unstarted(weft__shard *sh, weft_task *t);
 void weft__task_release(weft_task *t);
+/* Links h (with its end function) on the running task t / unlinks it. Only
+ * t itself calls these. */
+void weft__task_hold(weft_task *t, weft__held *h, void (*end)(weft__held *h));
+void weft__task_unhold(weft_task *t, weft__held *h);
 /* Cancels t: its current wait or op and every later one (any thread). */
 void weft__task_cancel(weft_task *t);
 /* Wakes t wherever it is bound (from any thread). */

@@ -56,6 +56,7 @@ struct filled {
 
 struct weft_recv_stream {
   weft__op op;                  /* the multishot receive: its SQEs' user_data */
+  weft__held held;              /* on its task until closed (closed for it at its exit) */
   int fd;
   int mode;                     /* MODE_RING or MODE_PLAIN */
   size_t buf_size;
@@ -448,6 +449,11 @@ static void stream_free(weft_recv_stream *s)
   free(s);
 }
 
+static void close_held(weft__held *h)
+{
+  weft_recv_stream_close((weft_recv_stream *)(void *)((char *)h - offsetof(weft_recv_stream, held)));
+}
+
 int weft_recv_stream_open(weft_recv_stream **out, int fd, const weft_recv_stream_opts *o)
 {
   if (!out)
@@ -493,6 +499,7 @@ int weft_recv_stream_open(weft_recv_stream **out, int fd, const weft_recv_stream
     s->op.task->pinned_ops++;
     arm(s); /* or next() arms it, if the SQ is full now */
   }
+  weft__task_hold(s->op.task, &s->held, close_held);
   *out = s;
   errno = saved;
   return 0;
@@ -545,6 +552,7 @@ int weft_recv_stream_close(weft_recv_stream *s)
     ring_unregister(s);
     s->op.task->pinned_ops--;
   }
+  weft__task_unhold(s->op.task, &s->held);
   stream_free(s);
   return 0;
 }

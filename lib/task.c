@@ -52,6 +52,39 @@ static int pick_shard(weft_runtime *rt, const weft_spawn_opts *o)
   }
 }
 
+/* Every task's coroutine runs this: the spawned function, then whatever it
+ * left open is ended here, by the task itself (it may have to wait for the
+ * kernel's last completion), before the task counts as finished. */
+static void *task_body(void *arg)
+{
+  weft_task *t = arg;
+  void *ret = t->body(t->body_arg);
+  while (t->held)
+    t->held->end(t->held);
+  return ret;
+}
+
+void weft__task_hold(weft_task *t, weft__held *h, void (*end)(weft__held *h))
+{
+  h->end = end;
+  h->prev = NULL;
+  h->next = t->held;
+  if (t->held)
+    t->held->prev = h;
+  t->held = h;
+}
+
+void weft__task_unhold(weft_task *t, weft__held *h)
+{
+  if (h->prev)
+    h->prev->next = h->next;
+  else
+    t->held = h->next;
+  if (h->next)
+    h->next->prev = h->prev;
+  h->prev = h->next = NULL;
+}
+
 static void list_add(weft__shard *sh, weft_task *t)
 {
   t->list_shard = sh;
@@ -92,8 +125,8 @@ int weft__task_create(weft_runtime *rt, const weft_spawn_opts *o, void *(*fn)(vo
     return s;
 
   weft__coro_opts co = {
-    .fn = fn,
-    .arg = arg,
+    .fn = task_body,
+    .arg = NULL, /* the task itself, set below */
     .stack_size = o->stack_size ? o->stack_size : rt->cfg.stack_size,
     .obj_size = sizeof(weft_task),
     .name = o->name,
@@ -104,6 +137,10 @@ int weft__task_create(weft_runtime *rt, const weft_spawn_opts *o, void *(*fn)(vo
     return r;
 
   weft_task *t = (weft_task *)(void *)c;
+  c->arg = t;
+  t->body = fn;
+  t->body_arg = arg;
+  t->held = NULL;
   weft__shard *sh = &rt->shards[s];
   /* Every field set explicitly (no memset on the spawn path). */
   t->next = NULL;

@@ -76,6 +76,7 @@ int weft_uring_wait(struct io_uring_sqe **sqes, unsigned n, unsigned *cqe_flags,
 
 struct weft_uring_multishot {
   weft__op op;              /* user_data of the SQE points here */
+  weft__held held;          /* on its task until end (ended for it at its exit) */
   struct ms_cqe {
     int res;
     unsigned flags;
@@ -125,6 +126,11 @@ static void ms_cqe(weft__shard *sh, weft__op *op, int res, unsigned flags)
   }
 }
 
+static void end_held(weft__held *h)
+{
+  weft_uring_multishot_end((weft_uring_multishot *)(void *)((char *)h - offsetof(weft_uring_multishot, held)));
+}
+
 int weft_uring_multishot_begin(weft_uring_multishot **out, struct io_uring_sqe *sqe)
 {
   if (!out || !sqe)
@@ -146,6 +152,7 @@ int weft_uring_multishot_begin(weft_uring_multishot **out, struct io_uring_sqe *
   weft_task *t = ms->op.task;
   t->pinned_ops++;
   weft__op_armed(&ms->op);
+  weft__task_hold(t, &ms->held, end_held);
   *out = ms;
   return 0;
 }
@@ -234,6 +241,7 @@ int weft_uring_multishot_end(weft_uring_multishot *ms)
   while (!ms->ended)
     wait_cqe(ms, WEFT_NO_DEADLINE, false);
   ms->op.task->pinned_ops--;
+  weft__task_unhold(ms->op.task, &ms->held);
   free(ms->q);
   free(ms);
   return 0;

@@ -20,16 +20,18 @@
  *     weft_recv_stream_close(s);                       // n == 0: EOF, < 0: error
  *
  * Ownership: a stream belongs to the coroutine that opened it. Only that
- * coroutine may call next/release/close, and it must close the stream before
- * it returns. While the stream is open the coroutine stays on its shard
- * (it is not stolen): the receive and its buffers live on that shard's ring.
+ * coroutine may call next/release/close. If it returns with the stream still
+ * open, the stream is closed for it (as by weft_recv_stream_close) before
+ * the task finishes, and the handle is gone. While the stream is open the
+ * coroutine stays on its shard (it is not stolen): the receive and its
+ * buffers live on that shard's ring.
  *
  * Deadlines and cancellation do not stop the stream: a next() that times out
  * returns -ETIMEDOUT and the stream goes on receiving (nothing is lost; the
  * data comes with a later next()). A cancelled coroutine gets -ECANCELED from
  * next() (from then on, like every blocking call of a cancelled task) and can
  * still close the stream. weft_runtime_stop() cancels every task, so a task
- * that closes its streams when next() fails shuts down cleanly.
+ * that stops reading when next() fails shuts down cleanly.
  *
  * The stream never closes the descriptor.
  */

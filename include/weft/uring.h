@@ -70,8 +70,9 @@ WEFT_API int weft_uring_wait(struct io_uring_sqe **sqes, unsigned n, unsigned *c
  *
  * A coroutine with an active multishot op stays on its shard (it is not
  * stolen) until weft_uring_multishot_end, and only that coroutine may call
- * next, cancel and end (-EPERM from any other). End it before the coroutine
- * returns: an op still armed keeps the runtime from stopping.
+ * next, cancel and end (-EPERM from any other). If it returns without
+ * calling end, the op is ended for it (as by weft_uring_multishot_end, CQEs
+ * still queued dropped) before the task finishes, and ms is gone.
  *
  * weft_uring_multishot_end drops the CQEs still queued. Where a result owns
  * something (a multishot accept's descriptors), cancel first and drain:

@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A task that returns with a multishot op or a receive stream still open:
+ * the task ends it itself before it finishes, so the op does not outlive
+ * the task (its CQEs would wake a freed task) and the runtime can stop
+ * (an armed op used to keep weft_run and weft_runtime_stop waiting for
+ * ever).
+ */
+#include "rt_helpers.h"
+
+#include "weft/recv_stream.h"
+#include "weft/uring.h"
+
+#include <fcntl.h>
+#include <liburing.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* ---- a multishot op left open --------------------------------------------------------------------- */
+
+static void *leaves_a_multishot_poll(void *arg)
+{
+  int *p = arg;
+  struct io_uring_sqe *sqe = weft_uring_sqe();
+  CO_CHECK(sqe != NULL);
+  if (!sqe)
+    return NULL;
+  io_uring_prep_poll_multishot(sqe, p[0], POLLIN);
+  weft_uring_multishot *ms;
+  CO_EQ(weft_uring_multishot_begin(&ms, sqe), 0);
+  /* One CQE arrives and stays queued; then the body returns. */
+  CO_EQ(write(p[1], "x", 1), 1);
+  int res = 0;
+  CO_EQ(weft_uring_multishot_next(ms, &res, NULL, weft_now() + 5 * WEFT_SEC), 1);
+  CO_CHECK(res & POLLIN);
+  return (void *)(intptr_t)7;
+}
+
+Test(runtime, task_returning_with_a_multishot_op_ends_it, .timeout = 30)
+{
+  int p[2];
+  cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+  void *ret = rt_run(2, leaves_a_multishot_poll, p);
+  cr_assert_eq((intptr_t)ret, 7, "the body's return value is kept");
+  rt_assert_clean();
+  /* The pipe is the caller's: still open. */
+  cr_assert_geq(fcntl(p[0], F_GETFD), 0);
+  close(p[0]);
+  close(p[1]);
+}
+
+/* ---- a receive stream left open, and a stop that cancels its reader ------------------------------- */
+
+struct reader {
+  int fd;
+  atomic_bool reading;
+  atomic_int last;
+};
+
+static void *reads_until_cancelled(void *arg)
+{
+  struct reader *r = arg;
+  weft_recv_stream *s;
+  CO_EQ(weft_recv_stream_open(&s, r->fd, NULL), 0);
+  const void *data;
+  ssize_t n;
+  atomic_store(&r->reading, true);
+  while ((n = weft_recv_stream_next(s, &data, WEFT_NO_DEADLINE)) > 0)
+    weft_recv_stream_release(s);
+  atomic_store(&r->last, (int)n);
+  return NULL; /* without weft_recv_stream_close */
+}
+
+Test(runtime, stop_ends_a_task_that_left_its_receive_stream_open, .timeout = 30)
+{
+  int sv[2];
+  cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  struct reader r = {.fd = sv[0]};
+  weft_runtime *rt = rt_start(2);
+  weft_task *t;
+  cr_assert_eq(weft_runtime_submit(rt, NULL, reads_until_cancelled, &r, &t), 0);
+  while (!atomic_load(&r.reading))
+    usleep(1000);
+  cr_assert_eq(send(sv[1], "hello", 5, 0), 5);
+  usleep(20 * 1000); /* the reader takes it and waits again */
+  weft_detach(t);
+  /* Cancels the reader; it returns with the stream open; the stream's
+   * receive is ended by the task, so the stop completes. */
+  cr_assert_eq(weft_runtime_stop(rt), 0);
+  cr_assert_eq(atomic_load(&r.last), -ECANCELED);
+  rt_assert_clean();
+  /* The stream never closes the descriptor. */
+  cr_assert_geq(fcntl(sv[0], F_GETFD), 0);
+  close(sv[0]);
+  close(sv[1]);
+}
+
+static void *leaves_a_receive_stream(void *arg)
+{
+  int fd = *(int *)arg;
+  weft_recv_stream *s;
+  CO_EQ(weft_recv_stream_open(&s, fd, NULL), 0);
+  const void *data;
+  /* Its receive stays armed for more after this. */
+  CO_EQ(weft_recv_stream_next(s, &data, weft_now() + 5 * WEFT_SEC), 5);
+  CO_CHECK(memcmp(data, "hello", 5) == 0);
+  return (void *)(intptr_t)5; /* the data still held, the stream open */
+}
+
+Test(runtime, task_returning_with_a_receive_stream_closes_it, .timeout = 30)
+{
+  int sv[2];
+  cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  cr_assert_eq(send(sv[1], "hello", 5, 0), 5);
+  cr_assert_eq((intptr_t)rt_run(1, leaves_a_receive_stream, &sv[0]), 5);
+  rt_assert_clean();
+  cr_assert_geq(fcntl(sv[0], F_GETFD), 0);
+  close(sv[0]);
+  close(sv[1]);
+}
