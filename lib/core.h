@@ -207,6 +207,11 @@ struct weft__shard {
 
   struct weft__msg_shard *msg;  /* message lanes and receive queues (lib/msg.c) */
 
+  /* Listeners open on this shard (owner-only, lib/listener.c); at exit the
+   * ones never closed are cancelled and moved to `swept`, freed after the
+   * shard thread left. */
+  struct weft_listener *listeners, *swept;
+
   _Alignas(WEFT__CACHELINE) weft__shard_stats stats;
 };
 
@@ -349,6 +354,14 @@ extern atomic_uint weft__ring_refused;
 #define WEFT__UD_MSG_FAILED ((uint64_t)6)  /* our direct message SQE failed (source) */
 #define WEFT__UD_BELL_FAILED ((uint64_t)7) /* our doorbell SQE failed (source) */
 #define WEFT__UD_TAG_MASK ((uint64_t)7)
+
+/* ---- listeners (lib/listener.c) ------------------------------------------------ */
+/* Every task has returned: cancels the accept of each listener still open on
+ * sh (its last CQE lets the shard leave) and sets them aside (sh's thread). */
+void weft__listener_sweep(weft__shard *sh);
+/* After sh's thread left: closes what those listeners had accepted and frees
+ * them (their opener's task object is freed with the others). */
+void weft__listener_free_swept(weft__shard *sh);
 
 /* ---- messages (lib/msg.c) ------------------------------------------------------ */
 /* Allocates rt->msg and every shard's msg part (before the shards start);

@@ -19,7 +19,9 @@
  * (by the opener, or by another task on it: the opener is referenced until
  * the close, which may come after it returned).
  * Memory: the struct is freed only after the op's last CQE, which close
- * waits for even in a cancelled task.
+ * waits for even in a cancelled task. A listener nobody closed is cancelled
+ * once every task has returned (weft__listener_sweep) and freed after its
+ * shard's thread left, so it cannot keep the runtime from stopping.
  */
 #include "net_internal.h"
 
@@ -48,7 +50,30 @@ struct weft_listener {
   int *q;                   /* accepted fds (>= 0) and accept errors (< 0) */
   unsigned head, count, cap;
   weft__waiter *waiter;     /* the task waiting in accept/close, if any */
+  weft_listener *sh_prev, *sh_next; /* on sh->listeners while open */
 };
+
+static void shard_link(weft_listener *l)
+{
+  weft__shard *sh = l->sh;
+  l->sh_prev = NULL;
+  l->sh_next = sh->listeners;
+  if (sh->listeners)
+    sh->listeners->sh_prev = l;
+  sh->listeners = l;
+}
+
+static void shard_unlink(weft_listener *l)
+{
+  weft__shard *sh = l->sh;
+  if (l->sh_prev)
+    l->sh_prev->sh_next = l->sh_next;
+  else
+    sh->listeners = l->sh_next;
+  if (l->sh_next)
+    l->sh_next->sh_prev = l->sh_prev;
+  l->sh_prev = l->sh_next = NULL;
+}
 
 static bool push(weft_listener *l, int v)
 {
@@ -198,6 +223,7 @@ int weft_listener_open(weft_listener **out, int fd, int flags)
     free(l);
     return r;
   }
+  shard_link(l);
   *out = l;
   return 0;
 }
@@ -233,6 +259,18 @@ int weft_listener_accept(weft_listener *l, int64_t deadline)
   }
 }
 
+/* Closes the connections accepted and not handed out. */
+static void close_queued(weft_listener *l)
+{
+  int saved = errno;
+  while (l->count) {
+    int fd = pop(l);
+    if (fd >= 0)
+      close(fd);
+  }
+  errno = saved;
+}
+
 void weft_listener_close(weft_listener *l)
 {
   if (!l)
@@ -247,15 +285,32 @@ void weft_listener_close(weft_listener *l)
   /* Even a cancelled task waits here: l must outlive the op's last CQE. */
   while (l->armed)
     wait_cqe(l, WEFT_NO_DEADLINE, false);
-  int saved = errno;
-  while (l->count) {
-    int fd = pop(l);
-    if (fd >= 0)
-      close(fd);
-  }
-  errno = saved;
+  close_queued(l);
+  shard_unlink(l);
   l->owner->pinned_ops--;
   weft__task_release(l->owner);
   free(l->q);
   free(l);
+}
+
+void weft__listener_sweep(weft__shard *sh)
+{
+  while (sh->listeners) {
+    weft_listener *l = sh->listeners;
+    shard_unlink(l);
+    request_cancel(l);
+    l->sh_next = sh->swept;
+    sh->swept = l;
+  }
+}
+
+void weft__listener_free_swept(weft__shard *sh)
+{
+  while (sh->swept) {
+    weft_listener *l = sh->swept;
+    sh->swept = l->sh_next;
+    close_queued(l);
+    free(l->q);
+    free(l);
+  }
 }

@@ -293,7 +293,10 @@ int weft_runtime_stop(weft_runtime *rt)
     weft__shard_notify(&rt->shards[i]);
   for (int i = 0; i < rt->nshards; i++)
     pthread_join(rt->shards[i].thread, NULL);
-  /* Task objects whose handles were never joined or detached. */
+  for (int i = 0; i < rt->nshards; i++)
+    weft__listener_free_swept(&rt->shards[i]);
+  /* Task objects whose handles were never joined or detached (and openers
+   * of listeners nobody closed). */
   for (int i = 0; i < rt->nshards; i++) {
     weft__shard *sh = &rt->shards[i];
     while (sh->list_head) {

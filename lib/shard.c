@@ -349,9 +349,18 @@ static bool has_runnable(weft__shard *sh)
   return sh->runq_head || weft__deque_len(&sh->deque);
 }
 
+/* Every task has returned and a listener nobody closed still has its
+ * accept armed here: sweeping it is work (checked before sleeping too, or
+ * a shard parked with that accept in flight would never wake). */
+static bool listeners_to_sweep(weft__shard *sh)
+{
+  return sh->listeners && atomic_load_explicit(&sh->rt->exiting, memory_order_acquire);
+}
+
 static bool has_work(weft__shard *sh)
 {
-  return has_runnable(sh) || atomic_load_explicit(&sh->inbox, memory_order_relaxed) ||
+  return has_runnable(sh) || listeners_to_sweep(sh) ||
+         atomic_load_explicit(&sh->inbox, memory_order_relaxed) ||
          atomic_load_explicit(&sh->cancel_inbox, memory_order_relaxed) ||
          io_uring_cq_ready(&sh->ring) ||
          (IO_URING_READ_ONCE(*sh->ring.sq.kflags) & (IORING_SQ_CQ_OVERFLOW | IORING_SQ_TASKRUN));
@@ -463,6 +472,12 @@ static void loop(weft__shard *sh)
       weft__count(&sh->stats.timers_fired, weft__timer_run(&sh->timers, weft__now()));
     if (has_runnable(sh) || weft__steal_round(sh))
       continue;
+    if (listeners_to_sweep(sh)) {
+      /* A listener left open must not keep its accept armed: the shard
+       * could never leave. */
+      weft__listener_sweep(sh);
+      continue;
+    }
     if (should_exit(sh))
       return;
     if (spin(sh))

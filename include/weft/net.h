@@ -158,8 +158,9 @@ WEFT_API int weft_udp_bind(const char *host, const char *port);
  *
  * Connections are accepted as they come and queued in the listener (up to
  * 1024; then it stops accepting until the queue is drained, leaving the rest
- * in the kernel's backlog). A listener must be closed before the runtime
- * stops: its accept op keeps the runtime from finishing. */
+ * in the kernel's backlog). Close it when done; a listener still open when
+ * every task has returned (at weft_run's end or in weft_runtime_stop) has
+ * its accept cancelled, the connections it queued closed, and is freed. */
 typedef struct weft_listener weft_listener;
 
 /* Opens a listener on a listening socket fd (not taken over: the caller

@@ -8,10 +8,13 @@
  */
 #include "rt_helpers.h"
 
+#include "weft/net.h"
 #include "weft/recv_stream.h"
 #include "weft/uring.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <liburing.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -118,4 +121,52 @@ Test(runtime, task_returning_with_a_receive_stream_closes_it, .timeout = 30)
   cr_assert_geq(fcntl(sv[0], F_GETFD), 0);
   close(sv[0]);
   close(sv[1]);
+}
+
+/* ---- a listener nobody closed --------------------------------------------------------------------- */
+
+struct unclosed {
+  int lfd;
+  int client;
+};
+
+static void *leaves_a_listener_open(void *arg)
+{
+  struct unclosed *u = arg;
+  weft_listener *l;
+  CO_EQ(weft_listener_open(&l, u->lfd, 0), 0);
+  /* A connection comes in and waits in the listener's queue; nobody takes
+   * it, nobody closes the listener. */
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof(ss);
+  CO_EQ(getsockname(u->lfd, (struct sockaddr *)&ss, &len), 0);
+  u->client = weft_socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  CO_CHECK(u->client >= 0);
+  CO_EQ(weft_connect(u->client, (struct sockaddr *)&ss, len), 0);
+  return NULL;
+}
+
+Test(runtime, stop_cancels_and_frees_a_listener_nobody_closed, .timeout = 30)
+{
+  /* weft_listener may change hands, so its opener's return leaves it open;
+   * once every task has returned, the runtime cancels its accept (the stop
+   * used to wait for ever) and closes what it had accepted. */
+  struct unclosed u = {.lfd = -1, .client = -1};
+  u.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  cr_assert_geq(u.lfd, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  cr_assert_eq(bind(u.lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+  cr_assert_eq(listen(u.lfd, 16), 0);
+  rt_run(2, leaves_a_listener_open, &u);
+  rt_assert_clean();
+  cr_assert_geq(u.client, 0);
+  /* The queued connection was closed: the client reads end-of-file. The
+   * listening socket is the caller's and still open. */
+  char c;
+  struct timeval tv = {.tv_sec = 5};
+  cr_assert_eq(setsockopt(u.client, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+  cr_assert_eq(read(u.client, &c, 1), 0);
+  cr_assert_geq(fcntl(u.lfd, F_GETFD), 0);
+  close(u.client);
+  close(u.lfd);
 }
