@@ -23,8 +23,8 @@
  * between requests - or slower than that sending one - is closed.
  *
  * --port 0 (the default) = any free port, printed as "listening on PORT".
- * SIGINT/SIGTERM stop it cleanly (exit 0), as in echo_server.c, which also
- * says why connections are placed round-robin.
+ * SIGINT/SIGTERM stop it cleanly (exit 0). Listening, accepting and stopping
+ * are serve.c's, shared with the other servers (serve.h says how).
  *
  * What it shows: weft_reader for parsing (read_line, with its deadline as
  * the idle timeout), weft_writer for the answers (flushed once per batch of
@@ -35,19 +35,18 @@
 #endif
 #include <weft.h>
 
+#include "serve.h"
+
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -56,14 +55,12 @@
 #define MAX_HEADERS 100
 #define BODY_MAX (1 << 20)     /* request bodies are read and dropped up to this */
 
-struct server {
-  const char *host, *port;
-  int shards;
-  int sigfd;
+/* What every connection reads; set in main before the runtime starts. */
+struct config {
   int dirfd;                   /* --dir, or -1: /file/ always 404 */
   int64_t idle;                /* ns */
-  weft_task *main_task;
 };
+static struct config g_cfg = {.dirfd = -1, .idle = 10 * WEFT_SEC};
 
 struct request {
   const char *method;          /* NUL-terminated, inside conn.reqline */
@@ -75,7 +72,6 @@ struct request {
 
 struct conn {
   int fd;
-  const struct server *srv;
   weft_reader *r;
   weft_writer *w;
   char reqline[LINE_CAP];      /* the request line, cut up by parse_request_line */
@@ -300,10 +296,10 @@ static int serve_file(struct conn *c, const struct request *q, const char *name,
 {
   if (!*name || strchr(name, '/') || strstr(name, ".."))
     return put_status(c, *name ? 400 : 404, q, head_only);
-  if (c->srv->dirfd < 0 || strlen(name) > 255)
+  if (g_cfg.dirfd < 0 || strlen(name) > 255)
     return put_status(c, 404, q, head_only);
   /* O_NOFOLLOW: a symbolic link in the directory cannot lead out of it. */
-  int fd = weft_openat(c->srv->dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0);
+  int fd = weft_openat(g_cfg.dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0);
   if (fd < 0)
     return put_status(c, fd == -EACCES ? 403 : fd == -ENOMEM || fd == -EMFILE ? 500 : 404, q,
                       head_only);
@@ -320,7 +316,7 @@ static int serve_file(struct conn *c, const struct request *q, const char *name,
     int64_t off = 0;
     ssize_t n = weft_writer_flush(c->w);
     if (n == 0)
-      n = weft_copy_dl(fd, &off, c->fd, (size_t)st.st_size, NULL, weft_now() + c->srv->idle);
+      n = weft_copy_dl(fd, &off, c->fd, (size_t)st.st_size, NULL, weft_now() + g_cfg.idle);
     /* A file that shrank meanwhile leaves the answer short: only closing
      * tells the client. */
     if (n != (ssize_t)st.st_size)
@@ -385,9 +381,9 @@ static void serve(struct conn *c)
 {
   for (;;) {
     struct request q = {.method = "", .path = "", .minor = 1, .content_length = -1};
-    weft_reader_set_deadline(c->r, weft_now() + c->srv->idle);
+    weft_reader_set_deadline(c->r, weft_now() + g_cfg.idle);
     int st = read_head(c, &q);
-    weft_writer_set_deadline(c->w, weft_now() + c->srv->idle);
+    weft_writer_set_deadline(c->w, weft_now() + g_cfg.idle);
     if (st < 0) {
       weft_writer_flush(c->w); /* answers to earlier pipelined requests */
       return;
@@ -425,165 +421,49 @@ static void *http_conn(void *arg)
   return NULL;
 }
 
-/* As in echo_server.c: SIGINT/SIGTERM cancel the main coroutine. */
-static void *signal_watch(void *arg)
+/* serve.c's accept loop: the connection's state, for http_conn. */
+static void *new_conn(int fd)
 {
-  struct server *s = arg;
-  struct signalfd_siginfo si;
-  ssize_t n = weft_read(s->sigfd, &si, sizeof(si));
-  if (n == -ECANCELED)
-    return NULL;
-  if (n < 0)
-    fprintf(stderr, "http_server: reading the signalfd: %s\n", weft_strerror((int)n));
-  weft_cancel(s->main_task);
-  return NULL;
-}
-
-static int bound_port(int fd)
-{
-  struct sockaddr_storage ss;
-  socklen_t len = sizeof(ss);
-  int r = weft_getsockname(fd, (struct sockaddr *)&ss, &len);
-  if (r < 0)
-    return r;
-  if (ss.ss_family == AF_INET6)
-    return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-  return ntohs(((struct sockaddr_in *)&ss)->sin_port);
-}
-
-static void accept_loop(struct server *s, weft_listener *l)
-{
-  weft_spawn_opts o;
-  weft_spawn_opts_init(&o);
-  o.placement = WEFT_PLACE_ROUND_ROBIN;
-  o.name = "http-conn";
-  for (;;) {
-    int fd = weft_listener_accept(l, WEFT_NO_DEADLINE);
-    if (fd == -ECANCELED)
-      return;
-    if (fd < 0) {
-      fprintf(stderr, "http_server: accept: %s\n", weft_strerror(fd));
-      if (weft_sleep(10 * WEFT_MSEC) == -ECANCELED)
-        return;
-      continue;
-    }
-    struct conn *c = malloc(sizeof(*c));
-    int r = -ENOMEM;
-    if (c) {
-      c->fd = fd;
-      c->srv = s;
-      c->r = NULL;
-      c->w = NULL;
-      r = weft_spawn(NULL, &o, http_conn, c);
-    }
-    if (r < 0) {
-      free(c);
-      weft_close(fd);
-      if (r == -ECANCELED)
-        return;
-    }
+  struct conn *c = malloc(sizeof(*c));
+  if (c) {
+    c->fd = fd;
+    c->r = NULL;
+    c->w = NULL;
   }
+  return c;
 }
 
-static void *server_main(void *arg)
+static const char *g_dir;
+static long g_idle_ms = 10000;
+
+static int on_option(int c, const char *arg)
 {
-  struct server *s = arg;
-  s->main_task = weft_task_self();
-  int lfd = weft_tcp_listen(s->host, s->port, 1024);
-  if (lfd < 0) {
-    fprintf(stderr, "http_server: listen on port %s: %s\n", s->port, weft_strerror(lfd));
-    return (void *)1;
+  switch (c) {
+  case 'd': g_dir = arg; return 0;
+  case 'i': g_idle_ms = atol(arg); return g_idle_ms > 0 && g_idle_ms <= 86400000L ? 0 : -1;
+  default: return -1;
   }
-  weft_listener *l = NULL;
-  int port = bound_port(lfd);
-  int r = port < 0 ? port : weft_listener_open(&l, lfd, 0);
-  if (r >= 0)
-    r = weft_spawn(NULL, NULL, signal_watch, s);
-  if (r < 0) {
-    fprintf(stderr, "http_server: start: %s\n", weft_strerror(r));
-    if (l)
-      weft_listener_close(l);
-    weft_close(lfd);
-    return (void *)1;
-  }
-  printf("listening on %d\n", port);
-  fflush(stdout);
-
-  accept_loop(s, l);
-
-  weft_listener_close(l);
-  weft_close(lfd);
-  return NULL;
-}
-
-static int usage(const char *argv0)
-{
-  fprintf(stderr,
-          "usage: %s [--host H] [--port N] [--shards N] [--dir D] [--idle-ms N]\n", argv0);
-  return 2;
 }
 
 int main(int argc, char **argv)
 {
-  struct server s = {.port = "0", .sigfd = -1, .dirfd = -1, .idle = 10 * WEFT_SEC};
-  const char *dir = NULL;
-  static const struct option longopts[] = {
-    {"host", required_argument, NULL, 'h'},
-    {"port", required_argument, NULL, 'p'},
-    {"shards", required_argument, NULL, 's'},
+  static const struct option options[] = {
     {"dir", required_argument, NULL, 'd'},
     {"idle-ms", required_argument, NULL, 'i'},
     {NULL, 0, NULL, 0},
   };
-  int c;
-  long idle_ms = 10000;
-  while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-    switch (c) {
-    case 'h': s.host = optarg; break;
-    case 'p': s.port = optarg; break;
-    case 's': s.shards = atoi(optarg); break;
-    case 'd': dir = optarg; break;
-    case 'i': idle_ms = atol(optarg); break;
-    default: return usage(argv[0]);
-    }
-  }
-  if (optind != argc || s.shards < 0 || s.shards > WEFT_MAX_SHARDS || idle_ms <= 0 ||
-      idle_ms > 86400000L)
-    return usage(argv[0]);
-  s.idle = idle_ms * WEFT_MSEC;
-  if (dir && (s.dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-    perror(dir);
+  struct serve s = {
+    .name = "http_server", .conn_name = "http-conn", .conn = http_conn, .conn_arg = new_conn};
+  int r = serve_parse(&s, argc, argv, options, on_option, "[--dir D] [--idle-ms N]");
+  if (r)
+    return r;
+  g_cfg.idle = g_idle_ms * WEFT_MSEC;
+  if (g_dir && (g_cfg.dirfd = open(g_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+    perror(g_dir);
     return 1;
   }
-
-  /* See echo_server.c: block the stop signals before any thread exists. */
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  sigprocmask(SIG_BLOCK, &set, NULL);
-  signal(SIGPIPE, SIG_IGN);
-  s.sigfd = signalfd(-1, &set, SFD_CLOEXEC);
-  if (s.sigfd < 0) {
-    perror("http_server: signalfd");
-    return 1;
-  }
-
-  weft_config cfg;
-  weft_config_init(&cfg);
-  cfg.shards = s.shards;
-  void *ret = NULL;
-  int r = weft_run(&cfg, server_main, &s, &ret);
-  close(s.sigfd);
-  if (s.dirfd >= 0)
-    close(s.dirfd);
-  if (r == -EPERM || r == -ENOSYS) {
-    fprintf(stderr, "http_server: io_uring is not available here (%s)\n", weft_strerror(r));
-    return 77;
-  }
-  if (r < 0) {
-    fprintf(stderr, "http_server: weft_run: %s\n", weft_strerror(r));
-    return 1;
-  }
-  return ret == NULL ? 0 : 1;
+  r = serve_run(&s);
+  if (g_cfg.dirfd >= 0)
+    close(g_cfg.dirfd);
+  return r;
 }

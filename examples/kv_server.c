@@ -27,16 +27,17 @@
  * matters for correctness, not only for speed: a connection coroutine works
  * on its own shard's partition directly, which is only safe because it
  * never moves to another shard thread (a stealable one could, at any call
- * that suspends). See echo_server.c for the start/stop pattern.
+ * that suspends); serve.c, which starts and stops all the example servers,
+ * places them so.
  */
 #include <weft.h>
 
+#include "serve.h"
+
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -44,7 +45,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
 #define MAX_ARGS (1024 * 1024)          /* elements of one command array */
@@ -722,158 +722,38 @@ static void *kv_conn(void *arg)
   return NULL;
 }
 
-/* ---- start and stop (as in echo_server.c) ---------------------------------------- */
+/* ---- start and stop (serve.c) ------------------------------------------------------ */
 
-struct server {
-  const char *host, *port;
-  int shards;
-  int sigfd;
-  weft_task *main_task;
-};
-
-static void *signal_watch(void *arg)
+/* serve.c's accept loop: the connection's state, for kv_conn. */
+static void *new_conn(int fd)
 {
-  struct server *s = arg;
-  struct signalfd_siginfo si;
-  ssize_t n = weft_read(s->sigfd, &si, sizeof(si));
-  if (n == -ECANCELED)
-    return NULL;
-  if (n < 0)
-    fprintf(stderr, "kv_server: reading the signalfd: %s\n", weft_strerror((int)n));
-  weft_cancel(s->main_task);
-  return NULL;
+  struct conn *c = calloc(1, sizeof(*c));
+  if (c)
+    c->fd = fd;
+  return c;
 }
 
-static int bound_port(int fd)
+/* On the main coroutine, before the first connection. */
+static void started(void)
 {
-  struct sockaddr_storage ss;
-  socklen_t len = sizeof(ss);
-  int r = weft_getsockname(fd, (struct sockaddr *)&ss, &len);
-  if (r < 0)
-    return r;
-  if (ss.ss_family == AF_INET6)
-    return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-  return ntohs(((struct sockaddr_in *)&ss)->sin_port);
-}
-
-static void accept_loop(weft_listener *l)
-{
-  weft_spawn_opts o;
-  weft_spawn_opts_init(&o);
-  o.placement = WEFT_PLACE_ROUND_ROBIN; /* required: see the top of the file */
-  o.name = "kv-conn";
-  for (;;) {
-    int fd = weft_listener_accept(l, WEFT_NO_DEADLINE);
-    if (fd == -ECANCELED)
-      return;
-    if (fd < 0) {
-      fprintf(stderr, "kv_server: accept: %s\n", weft_strerror(fd));
-      if (weft_sleep(10 * WEFT_MSEC) == -ECANCELED)
-        return;
-      continue;
-    }
-    struct conn *c = calloc(1, sizeof(*c));
-    int r = -ENOMEM;
-    if (c) {
-      c->fd = fd;
-      r = weft_spawn(NULL, &o, kv_conn, c);
-    }
-    if (r < 0) {
-      free(c);
-      weft_close(fd);
-      if (r == -ECANCELED)
-        return;
-    }
-  }
-}
-
-static void *server_main(void *arg)
-{
-  struct server *s = arg;
-  s->main_task = weft_task_self();
   g_shards = weft_shard_count();
-  int lfd = weft_tcp_listen(s->host, s->port, 1024);
-  if (lfd < 0) {
-    fprintf(stderr, "kv_server: listen on port %s: %s\n", s->port, weft_strerror(lfd));
-    return (void *)1;
-  }
-  weft_listener *l = NULL;
-  int port = bound_port(lfd);
-  int r = port < 0 ? port : weft_listener_open(&l, lfd, 0);
-  if (r >= 0)
-    r = weft_spawn(NULL, NULL, signal_watch, s);
-  if (r < 0) {
-    fprintf(stderr, "kv_server: start: %s\n", weft_strerror(r));
-    if (l)
-      weft_listener_close(l);
-    weft_close(lfd);
-    return (void *)1;
-  }
-  printf("listening on %d\n", port);
-  fflush(stdout);
-
-  accept_loop(l);
-
-  weft_listener_close(l);
-  weft_close(lfd);
-  return NULL;
-}
-
-static int usage(const char *argv0)
-{
-  fprintf(stderr, "usage: %s [--host H] [--port N] [--shards N]\n", argv0);
-  return 2;
 }
 
 int main(int argc, char **argv)
 {
-  struct server s = {.port = "0", .sigfd = -1};
-  static const struct option longopts[] = {
-    {"host", required_argument, NULL, 'h'},
-    {"port", required_argument, NULL, 'p'},
-    {"shards", required_argument, NULL, 's'},
-    {NULL, 0, NULL, 0},
-  };
-  int c;
-  while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-    switch (c) {
-    case 'h': s.host = optarg; break;
-    case 'p': s.port = optarg; break;
-    case 's': s.shards = atoi(optarg); break;
-    default: return usage(argv[0]);
-    }
-  }
-  if (optind != argc || s.shards < 0 || s.shards > WEFT_MAX_SHARDS)
-    return usage(argv[0]);
-
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  sigprocmask(SIG_BLOCK, &set, NULL);
-  signal(SIGPIPE, SIG_IGN);
-  s.sigfd = signalfd(-1, &set, SFD_CLOEXEC);
-  if (s.sigfd < 0) {
-    perror("kv_server: signalfd");
-    return 1;
-  }
-
-  weft_config cfg;
-  weft_config_init(&cfg);
-  cfg.shards = s.shards;
-  void *ret = NULL;
-  int r = weft_run(&cfg, server_main, &s, &ret);
-  close(s.sigfd);
+  /* Round-robin placement (serve.c's) is required here: see the top of the
+   * file. */
+  struct serve s = {.name = "kv_server",
+                    .conn_name = "kv-conn",
+                    .conn = kv_conn,
+                    .conn_arg = new_conn,
+                    .started = started};
+  int r = serve_parse(&s, argc, argv, NULL, NULL, NULL);
+  if (r)
+    return r;
+  r = serve_run(&s);
   /* Every shard thread has been joined: the partitions are ours now. */
   for (int i = 0; i < WEFT_MAX_SHARDS; i++)
     table_free(&g_tables[i]);
-  if (r == -EPERM || r == -ENOSYS) {
-    fprintf(stderr, "kv_server: io_uring is not available here (%s)\n", weft_strerror(r));
-    return 77;
-  }
-  if (r < 0) {
-    fprintf(stderr, "kv_server: weft_run: %s\n", weft_strerror(r));
-    return 1;
-  }
-  return ret == NULL ? 0 : 1;
+  return r;
 }
