@@ -152,4 +152,31 @@ static inline int full_listener(int *filler, struct sockaddr_in *addr)
   return l;
 }
 
+/* A scenario that must behave alike in a coroutine and on a plain thread:
+ * two tests, `name` (in a coroutine of a 1-shard runtime, then checked for
+ * leaked descriptors) and `name`_plain_thread. The rest are Test() options. */
+struct net_scenario {
+  void (*fn)(void);
+};
+
+static inline void *net_run_scenario(void *arg)
+{
+  ((const struct net_scenario *)arg)->fn();
+  return NULL;
+}
+
+#define NET_BOTH_SIDES(suite, name, scenario, ...)                                            \
+  Test(suite, name, __VA_ARGS__)                                                              \
+  {                                                                                           \
+    struct net_scenario s_ = {scenario};                                                      \
+    rt_run(1, net_run_scenario, &s_);                                                         \
+    rt_assert_clean();                                                                        \
+    rt_assert_no_leaks();                                                                     \
+  }                                                                                           \
+  Test(suite, name##_plain_thread, __VA_ARGS__)                                               \
+  {                                                                                           \
+    scenario();                                                                               \
+    rt_assert_clean();                                                                        \
+  }
+
 #endif

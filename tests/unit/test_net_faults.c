@@ -133,25 +133,7 @@ static void refused(void)
   close(fd);
 }
 
-static void *refused_body(void *arg)
-{
-  (void)arg;
-  refused();
-  return NULL;
-}
-
-Test(net_faults, connect_refused, .timeout = 30)
-{
-  rt_run(1, refused_body, NULL);
-  rt_assert_clean();
-  rt_assert_no_leaks();
-}
-
-Test(net_faults, connect_refused_plain_thread, .timeout = 30)
-{
-  refused();
-  rt_assert_clean();
-}
+NET_BOTH_SIDES(net_faults, connect_refused, refused, .timeout = 30)
 
 /* weft_accept with no descriptor left: -EMFILE, and the connection waits
  * in the backlog until there is one. */
@@ -183,25 +165,7 @@ static void accept_emfile(void)
   close(lfd);
 }
 
-static void *emfile_body(void *arg)
-{
-  (void)arg;
-  accept_emfile();
-  return NULL;
-}
-
-Test(net_faults, accept_emfile, .timeout = 30)
-{
-  rt_run(1, emfile_body, NULL);
-  rt_assert_clean();
-  rt_assert_no_leaks();
-}
-
-Test(net_faults, accept_emfile_plain_thread, .timeout = 30)
-{
-  accept_emfile();
-  rt_assert_clean();
-}
+NET_BOTH_SIDES(net_faults, accept_emfile, accept_emfile, .timeout = 30)
 
 /* -EMFILE: reported once by accept, and the listener serves again as soon
  * as descriptors are free - the connection waited in the kernel's backlog. */
@@ -300,25 +264,7 @@ static void bad_fds(void)
   close(l);
 }
 
-static void *bad_fds_body(void *arg)
-{
-  (void)arg;
-  bad_fds();
-  return NULL;
-}
-
-Test(net_faults, bad_descriptors, .timeout = 30)
-{
-  rt_run(1, bad_fds_body, NULL);
-  rt_assert_clean();
-  rt_assert_no_leaks();
-}
-
-Test(net_faults, bad_descriptors_plain_thread, .timeout = 30)
-{
-  bad_fds();
-  rt_assert_clean();
-}
+NET_BOTH_SIDES(net_faults, bad_descriptors, bad_fds, .timeout = 30)
 
 /* Every weft call waits on an O_NONBLOCK socket too; MSG_DONTWAIT is how to
  * ask for -EAGAIN. Same on both paths. */
@@ -357,25 +303,7 @@ static void nonblock_sockets(void)
   close(b);
 }
 
-static void *nonblock_body(void *arg)
-{
-  (void)arg;
-  nonblock_sockets();
-  return NULL;
-}
-
-Test(net_faults, nonblock_sockets, .timeout = 30)
-{
-  rt_run(1, nonblock_body, NULL);
-  rt_assert_clean();
-  rt_assert_no_leaks();
-}
-
-Test(net_faults, nonblock_sockets_plain_thread, .timeout = 30)
-{
-  nonblock_sockets();
-  rt_assert_clean();
-}
+NET_BOTH_SIDES(net_faults, nonblock_sockets, nonblock_sockets, .timeout = 30)
 
 /* ---- deadlines ----------------------------------------------------------------- */
 

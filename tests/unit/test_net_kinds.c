@@ -109,25 +109,7 @@ static void udp_exchange(void)
   close(c);
 }
 
-static void *udp_body(void *arg)
-{
-  (void)arg;
-  udp_exchange();
-  return NULL;
-}
-
-Test(net, udp, .timeout = 30)
-{
-  rt_run(1, udp_body, NULL);
-  rt_assert_clean();
-  rt_assert_no_leaks();
-}
-
-Test(net, udp_plain_thread, .timeout = 30)
-{
-  udp_exchange();
-  rt_assert_clean();
-}
+NET_BOTH_SIDES(net, udp, udp_exchange, .timeout = 30)
 
 static char tmpdir[64];
 
@@ -360,25 +342,7 @@ static void names_and_options(void)
   CO_EQ(errno, 4242);
 }
 
-static void *names_body(void *arg)
-{
-  (void)arg;
-  names_and_options();
-  return NULL;
-}
-
-Test(net, names_and_options, .timeout = 30)
-{
-  rt_run(1, names_body, NULL);
-  rt_assert_clean();
-  rt_assert_no_leaks();
-}
-
-Test(net, names_and_options_plain_thread, .timeout = 30)
-{
-  names_and_options();
-  rt_assert_clean();
-}
+NET_BOTH_SIDES(net, names_and_options, names_and_options, .timeout = 30)
 
 /* ---- name resolution ------------------------------------------------------------- */
 
