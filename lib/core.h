@@ -24,7 +24,12 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+
+/* The object of `type` whose member `member` is at `ptr`. */
+#define WEFT__CONTAINER_OF(ptr, type, member)                                                   \
+  ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
 
 typedef struct weft__shard weft__shard;
 typedef struct weft__waiter weft__waiter;

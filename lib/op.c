@@ -151,7 +151,7 @@ struct io_uring_sqe *weft__op_chain(weft__op *op)
 /* The deadline passed: cancel the op like weft_cancel would. */
 static void on_deadline(weft__timer *tm)
 {
-  weft__op *op = (weft__op *)(void *)((char *)tm - offsetof(weft__op, timer));
+  weft__op *op = WEFT__CONTAINER_OF(tm, weft__op, timer);
   weft_task *t = op->task;
   op->timed_out = true;
   weft__spin_lock(&t->wait_lock);

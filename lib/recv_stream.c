@@ -276,7 +276,7 @@ static void on_last_cqe(weft__shard *sh, weft_recv_stream *s, int res)
 
 static void on_cqe(weft__shard *sh, weft__op *op, int res, unsigned flags)
 {
-  weft_recv_stream *s = (weft_recv_stream *)(void *)((char *)op - offsetof(weft_recv_stream, op));
+  weft_recv_stream *s = WEFT__CONTAINER_OF(op, weft_recv_stream, op);
   s->n.cqes++;
   if (flags & IORING_CQE_F_BUFFER) {
     unsigned bid = flags >> IORING_CQE_BUFFER_SHIFT;
@@ -451,7 +451,7 @@ static void stream_free(weft_recv_stream *s)
 
 static void close_held(weft__held *h)
 {
-  weft_recv_stream_close((weft_recv_stream *)(void *)((char *)h - offsetof(weft_recv_stream, held)));
+  weft_recv_stream_close(WEFT__CONTAINER_OF(h, weft_recv_stream, held));
 }
 
 int weft_recv_stream_open(weft_recv_stream **out, int fd, const weft_recv_stream_opts *o)

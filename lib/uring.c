@@ -128,7 +128,7 @@ static void ms_cqe(weft__shard *sh, weft__op *op, int res, unsigned flags)
 
 static void end_held(weft__held *h)
 {
-  weft_uring_multishot_end((weft_uring_multishot *)(void *)((char *)h - offsetof(weft_uring_multishot, held)));
+  weft_uring_multishot_end(WEFT__CONTAINER_OF(h, weft_uring_multishot, held));
 }
 
 int weft_uring_multishot_begin(weft_uring_multishot **out, struct io_uring_sqe *sqe)

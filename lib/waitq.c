@@ -99,7 +99,7 @@ void weft__waiter_complete(weft__waiter *w, int result)
 /* Fires on the task's shard when its deadline passes. */
 static void on_deadline(weft__timer *tm)
 {
-  weft__waiter *w = (weft__waiter *)(void *)((char *)tm - offsetof(weft__waiter, timer));
+  weft__waiter *w = WEFT__CONTAINER_OF(tm, weft__waiter, timer);
   if (!weft__waiter_claim(w))
     return; /* a signal or cancel won; its wake-up is on the way */
   w->task->armed_timer = NULL;
