@@ -30,6 +30,7 @@
  * per round trip. Target: ratio <= 0.6.
  */
 #include "bench_util.h"
+#include "bench_pin.h"
 
 #include "weft.h"
 
@@ -45,30 +46,6 @@
 #define LONG_SPIN_NS (250 * 1000)
 
 static int per_batch;
-static int pin_cpus[2], pin_n;
-
-static void choose_cpus(void)
-{
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) != 0)
-    return;
-  for (int c = 0; c < CPU_SETSIZE && pin_n < 2; c++)
-    if (CPU_ISSET(c, &set))
-      pin_cpus[pin_n++] = c;
-  if (pin_n < 2)
-    pin_n = 0;
-}
-
-static void pin_self(int side)
-{
-  if (pin_n != 2)
-    return;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(pin_cpus[side], &set);
-  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-}
-
 static void nodelay(int fd)
 {
   int one = 1;

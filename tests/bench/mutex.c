@@ -15,6 +15,7 @@
  * Both sides are pinned to two distinct CPUs, as in the pingpong bench.
  */
 #include "bench_util.h"
+#include "bench_pin.h"
 
 #include "weft.h"
 
@@ -28,21 +29,6 @@ struct params {
   long iters;            /* lock/unlock per side per batch */
   int batches;
 };
-
-static int pin_cpus[2];
-static int pin_n;
-
-static void choose_cpus(void)
-{
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) != 0)
-    return;
-  for (int c = 0; c < CPU_SETSIZE && pin_n < 2; c++)
-    if (CPU_ISSET(c, &set))
-      pin_cpus[pin_n++] = c;
-  if (pin_n < 2)
-    pin_n = 0;
-}
 
 /* ---- weft --------------------------------------------------------------------------- */
 
@@ -172,17 +158,7 @@ static int ref_batch(long iters, double *out)
   struct ref_side side = {.m = &m, .counter = &counter, .iters = iters, .go = &go};
   pthread_t th[2];
   for (int k = 0; k < 2; k++) {
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    if (pin_n == 2) {
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      CPU_SET(pin_cpus[k], &set);
-      pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
-    }
-    int e = pthread_create(&th[k], &attr, ref_loop, &side);
-    pthread_attr_destroy(&attr);
-    if (e)
+    if (start_pinned(&th[k], k, ref_loop, &side))
       return -1;
   }
   for (int k = 0; k < 2; k++)

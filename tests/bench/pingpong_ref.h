@@ -10,6 +10,7 @@
 #define WEFT_BENCH_PINGPONG_REF_H
 
 #include "bench_util.h"
+#include "bench_pin.h"
 
 #include <linux/futex.h>
 #include <pthread.h>
@@ -42,36 +43,6 @@ static struct result summarise(double *samples, int n)
  * use), the shards as well as the reference threads: unpinned, the kernel
  * sometimes puts both on one CPU, where a futex hand-off is a cheap local
  * context switch and spinning is hopeless, and the numbers become a lottery. */
-
-static int pin_cpus[2];
-static int pin_n; /* 2 when pinning, else 0 */
-
-static void choose_cpus(void)
-{
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) != 0)
-    return;
-  for (int c = 0; c < CPU_SETSIZE && pin_n < 2; c++)
-    if (CPU_ISSET(c, &set))
-      pin_cpus[pin_n++] = c;
-  if (pin_n < 2)
-    pin_n = 0;
-}
-
-static int start_pinned(pthread_t *th, int side, void *(*fn)(void *), void *arg)
-{
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  if (pin_n == 2) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(pin_cpus[side], &set);
-    pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
-  }
-  int e = pthread_create(th, &attr, fn, arg);
-  pthread_attr_destroy(&attr);
-  return e;
-}
 
 /* ---- references: two plain threads ------------------------------------------------ */
 
