@@ -16,6 +16,7 @@
  * owns it: TSan/ASan see a double free or a race on it), and the boundary's
  * counters add up. Exit 0 pass, 1 fail, 77 without io_uring.
  */
+#include "race_check.h"
 #include "weft.h"
 
 #include <errno.h>
@@ -29,16 +30,6 @@
 #define CO_CALLERS 6
 #define TH_CALLERS 2
 #define CALLS 400 /* per caller and round (the close cuts some short) */
-
-static atomic_int failures;
-
-#define CHECK(cond)                                                                           \
-  do {                                                                                        \
-    if (!(cond)) {                                                                            \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                \
-      atomic_fetch_add(&failures, 1);                                                         \
-    }                                                                                         \
-  } while (0)
 
 typedef struct round {
   weft_boundary *b;

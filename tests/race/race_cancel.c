@@ -15,6 +15,7 @@
  * no byte is lost or duplicated: bytes read + bytes left in the pipes ==
  * bytes written. Exit 0 pass, 1 fail, 77 without io_uring.
  */
+#include "race_check.h"
 #include "weft.h"
 
 #include <errno.h>
@@ -31,16 +32,6 @@
 #define PIPES 4
 #define WRITERS 4   /* coroutines, each writes WRITES bytes */
 #define WRITES 50
-
-static atomic_int failures;
-
-#define CHECK(cond)                                                                           \
-  do {                                                                                        \
-    if (!(cond)) {                                                                            \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                \
-      atomic_fetch_add(&failures, 1);                                                         \
-    }                                                                                         \
-  } while (0)
 
 struct round {
   int p[PIPES][2];

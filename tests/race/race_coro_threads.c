@@ -10,6 +10,7 @@
  * id counter, sanitizer fibers) is exercised concurrently; built with
  * -fsanitize=thread this must report nothing. Exit 0 pass, 1 fail.
  */
+#include "race_check.h"
 #include "coro.h"
 #include "stack.h"
 
@@ -22,16 +23,6 @@
 #define NCORO 1000
 #define NSUSP 100
 #define STACK ((size_t)64 << 10)
-
-static atomic_int failures;
-
-#define CHECK(cond)                                                                           \
-  do {                                                                                        \
-    if (!(cond)) {                                                                            \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                \
-      atomic_fetch_add(&failures, 1);                                                         \
-    }                                                                                         \
-  } while (0)
 
 struct body {
   uint64_t seed;  /* what the coroutine computes from */

@@ -16,6 +16,7 @@
  *
  * Exit 0 when everything matches, 1 otherwise, 77 without io_uring.
  */
+#include "race_check.h"
 #include "weft.h"
 
 #include <errno.h>
@@ -31,16 +32,6 @@
 #define BATCH 37
 #define COUNTER_TAG 0
 #define EXT 2         /* plain sender threads */
-
-static atomic_int failures;
-
-#define CHECK(cond)                                                                           \
-  do {                                                                                        \
-    if (!(cond)) {                                                                            \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                \
-      atomic_fetch_add(&failures, 1);                                                         \
-    }                                                                                         \
-  } while (0)
 
 static weft_runtime *rt;
 static const int64_t counter_expect = (int64_t)(1 + EXT) * N * (N + 1) / 2;

@@ -12,6 +12,7 @@
  * under the mutex equals the number of successful puts and gets. Built with
  * -fsanitize=thread it must report nothing. Exit 0 pass, 1 fail, 77 skip.
  */
+#include "race_check.h"
 #include "weft.h"
 
 #include <errno.h>
@@ -29,16 +30,6 @@
 #define C_CO 4             /* steady consumers: coroutines */
 #define C_TH 2             /* and plain threads */
 #define VICTIMS 300        /* short-lived tasks cancelled at a random moment */
-
-static atomic_int failures;
-
-#define CHECK(cond)                                                                           \
-  do {                                                                                        \
-    if (!(cond)) {                                                                            \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                \
-      atomic_fetch_add(&failures, 1);                                                         \
-    }                                                                                         \
-  } while (0)
 
 struct tally {
   atomic_ullong count, sum, xor_;

@@ -16,6 +16,7 @@
  *
  * Exit 0 when everything matches, 1 otherwise, 77 without io_uring.
  */
+#include "race_check.h"
 #include "core.h"
 
 #include <errno.h>
@@ -27,16 +28,6 @@
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-static atomic_int failures;
-
-#define CHECK(cond)                                                                           \
-  do {                                                                                        \
-    if (!(cond)) {                                                                            \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                \
-      atomic_fetch_add(&failures, 1);                                                         \
-    }                                                                                         \
-  } while (0)
 
 /* ---- part 1: the deque alone ---------------------------------------------------------- */
 

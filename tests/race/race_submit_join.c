@@ -14,6 +14,7 @@
  * that idle shards steal them and they are woken wherever they went.
  * Exit 0 when every result matches, 1 otherwise, 77 without io_uring.
  */
+#include "race_check.h"
 #include "weft.h"
 
 #include <errno.h>
@@ -28,16 +29,6 @@
 #define BLOCKED 24  /* cancelled tasks per plain thread */
 #define WORKERS 32  /* stealable workers per fan-out task */
 #define STEPS 8     /* lock-step rounds of a fan-out */
-
-static atomic_int failures;
-
-#define CHECK(cond)                                                                           \
-  do {                                                                                        \
-    if (!(cond)) {                                                                            \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                \
-      atomic_fetch_add(&failures, 1);                                                         \
-    }                                                                                         \
-  } while (0)
 
 struct duel {
   weft_event *ping, *pong;

@@ -13,6 +13,7 @@
  *
  * Exit 0 pass, 1 fail, 77 without io_uring.
  */
+#include "../race/race_check.h"
 #include "weft.h"
 
 #include <errno.h>
@@ -27,16 +28,6 @@
 #define BATCH 64
 #define EXT 2
 #define STREAMS 6
-
-static atomic_int failures;
-
-#define CHECK(cond)                                                                           \
-  do {                                                                                        \
-    if (!(cond)) {                                                                            \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                \
-      atomic_fetch_add(&failures, 1);                                                         \
-    }                                                                                         \
-  } while (0)
 
 static weft_runtime *rt;
 /* Messages per stream: each shard sends n_direct + n_lane to the other;
