@@ -38,14 +38,14 @@ weft__coro *weft__overflow_current(void)
   return weft__coro_tls;
 }
 
-/* Entry of every coroutine, on its own stack. Always entered from the
- * resumer, which passes the coroutine itself (weft__coro_switch only
- * enters coroutines that ran before). */
+/* Entry of every coroutine, on its own stack, entered from its resumer or
+ * by a switch from another coroutine. Both set the thread's current
+ * coroutine just before the jump, so that is who we are; the transfer
+ * says who jumped (see weft__coro_arrive_). */
 static void trampoline(weft__transfer t)
 {
-  weft__coro *co = t.data;
-  co->caller = t.fctx;
-  weft__asan_finish(NULL, &co->caller_bottom, &co->caller_size);
+  weft__coro *co = weft__coro_tls;
+  co->entered_from = weft__coro_arrive_(co, t);
 
   co->ret = co->fn(co->arg);
 
@@ -80,6 +80,7 @@ int weft__coro_create(weft__coro **out, const weft__coro_opts *o)
   /* Field by field rather than memset: a fixed-size memset becomes
    * `rep stos`, slow to start on some CPUs, on the spawn path. */
   co->ret = NULL;
+  co->entered_from = NULL;
   co->asan_fake = NULL;
   co->caller_bottom = NULL;
   co->caller_size = 0;

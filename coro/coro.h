@@ -42,6 +42,8 @@ typedef struct weft__coro {
   void *(*fn)(void *);
   void *arg;
   void *ret;                /* fn's return value once FINISHED */
+  struct weft__coro *entered_from; /* who switched to it when it started
+                               (NULL: its resumer); read at the top of fn */
   weft__stack stack;        /* the stack this object lives on */
   uint64_t id;              /* process-wide unique, from 1 */
   int state;                /* enum weft__coro_state */
@@ -173,9 +175,9 @@ static inline weft__coro *weft__coro_suspend(weft__coro *self)
 }
 
 /* Switches from the running coroutine `self` straight to `next`, which must
- * be SUSPENDED (a coroutine that never ran goes through its resumer) and
- * not running anywhere. `self` is SUSPENDED from then on; `next` runs on
- * this thread with self's resumer as its own. Returns like
+ * be SUSPENDED or CREATED and not running anywhere. `self` is SUSPENDED from
+ * then on; `next` runs on this thread with self's resumer as its own (a
+ * CREATED one finds self in next->entered_from). Returns like
  * weft__coro_suspend(). */
 static inline weft__coro *weft__coro_switch(weft__coro *self, weft__coro *next)
 {

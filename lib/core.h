@@ -290,6 +290,9 @@ void weft__shard_notify(weft__shard *sh);
 unsigned weft__shard_reap(weft__shard *sh);
 /* Suspends the running task t (already registered wherever it waits). */
 void weft__task_suspend(weft_task *t);
+/* The bookkeeping the loop does after a resume, done by the task that
+ * `from` handed sh over to (see weft__task_suspend), on its arrival. */
+void weft__shard_handed_over(weft__shard *sh, weft_task *from);
 
 /* ---- stealing (lib/steal.c) ------------------------------------------------ */
 int weft__deque_init(weft__deque *d, uint32_t capacity);

@@ -165,9 +165,7 @@ static void runq_push_front(weft__shard *sh, weft_task *t)
     sh->runq_tail = t;
 }
 
-/* The bookkeeping run_one does after a resume, for a task that handed the
- * shard over to another one directly (see weft__task_suspend). */
-static void handed_over(weft__shard *sh, weft_task *from)
+void weft__shard_handed_over(weft__shard *sh, weft_task *from)
 {
   weft__count(&sh->stats.switches, 1);
   weft__count(&sh->stats.handoffs, 1);
@@ -182,14 +180,16 @@ static void handed_over(weft__shard *sh, weft_task *from)
  * of its shard, the one the loop would resume next, instead of going back to
  * the loop first: one context switch per hand-over instead of two. Bounded
  * by what is left of the loop's run budget, so completions, the inbox and
- * timers are still served every run_budget tasks. A task that never ran
- * starts from the loop (its entry is the loop's business). */
+ * timers are still served every run_budget tasks. */
 void weft__task_suspend(weft_task *t)
 {
   atomic_store_explicit(&t->state, WEFT__T_WAITING, memory_order_relaxed);
   weft__shard *sh = t->shard;
   weft_task *next = sh->direct_left ? next_task(sh) : NULL;
-  if (next && next->coro.state != WEFT__CORO_SUSPENDED) {
+  if (next && next->coro.state == WEFT__CORO_CREATED &&
+      atomic_load_explicit(&next->cancelled, memory_order_relaxed)) {
+    /* Cancelled before it ever ran: the loop finishes it without running
+     * it (run_one), as the next thing it does. */
     runq_push_front(sh, next);
     next = NULL;
   }
@@ -212,7 +212,7 @@ void weft__task_suspend(weft_task *t)
     from = weft__coro_suspend(&t->coro);
   }
   if (from)
-    handed_over(t->shard, (weft_task *)(void *)from);
+    weft__shard_handed_over(t->shard, (weft_task *)(void *)from);
 }
 
 static void run_one(weft__shard *sh, weft_task *t)

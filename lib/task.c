@@ -52,12 +52,14 @@ static int pick_shard(weft_runtime *rt, const weft_spawn_opts *o)
   }
 }
 
-/* Every task's coroutine runs this: the spawned function, then whatever it
- * left open is ended here, by the task itself (it may have to wait for the
+/* Every task's coroutine runs this: the bookkeeping of a hand-over that
+ * started it, the spawned function, then whatever it left open is ended here, by the task itself (it may have to wait for the
  * kernel's last completion), before the task counts as finished. */
 static void *task_body(void *arg)
 {
   weft_task *t = arg;
+  if (t->coro.entered_from) /* started by a hand-over, not by the loop */
+    weft__shard_handed_over(t->shard, (weft_task *)(void *)t->coro.entered_from);
   void *ret = t->body(t->body_arg);
   while (t->held)
     t->held->end(t->held);

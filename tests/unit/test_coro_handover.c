@@ -187,3 +187,27 @@ Test(coro, switch_chain_continues_on_other_threads, .timeout = 30)
   weft__coro_destroy(a.co);
   weft__coro_destroy(b.co);
 }
+
+Test(coro, switch_starts_a_coroutine_that_never_ran, .timeout = 30)
+{
+  /* A switches to C, which never ran: C starts with A as entered_from,
+   * runs to its end, and the resumer of A gets C back, FINISHED. */
+  struct actor a, c;
+  actor(&a, 0xA, (enum step[]){SUSPEND, SWITCH, RETURN}, 3);
+  actor(&c, 0xC, (enum step[]){RETURN}, 1);
+  a.peer = &c;
+  cr_assert_eq(weft__coro_resume_any(a.co), a.co);
+  cr_assert_eq(c.co->state, WEFT__CORO_CREATED);
+
+  cr_assert_eq(weft__coro_resume_any(a.co), c.co);
+  cr_assert_eq(c.co->state, WEFT__CORO_FINISHED);
+  cr_assert_eq(c.co->entered_from, a.co);
+  cr_assert_eq((uintptr_t)c.co->ret, 0xC);
+  cr_assert_eq(a.co->state, WEFT__CORO_SUSPENDED);
+
+  cr_assert_eq(weft__coro_resume(a.co), WEFT__CORO_FINISHED);
+  cr_assert_null(a.co->entered_from, "A was started by its resumer");
+  cr_assert_eq((uintptr_t)a.co->ret, 0xA);
+  weft__coro_destroy(a.co);
+  weft__coro_destroy(c.co);
+}
