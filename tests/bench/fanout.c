@@ -11,6 +11,14 @@
  * which must be the same both ways. Run once with stealing and once with
  * every branch placed round-robin and pinned, to show what stealing buys.
  *
+ * A second reference bounds what any runtime can reach here: the same
+ * fork-join done by two bare threads pinned to the two CPUs the shards use
+ * (the "raw" speedup). Thread 0 plays the dispatcher; for each request both
+ * threads claim branches in order from a shared counter - a scheduler with
+ * zero overhead that, like any real one, cannot know which branch is long -
+ * and thread 0 spins until all 16 are done. Printed as raw_speedup, and the
+ * weft speedup as a fraction of it (of_raw).
+ *
  * Options: --quick (fewer iterations), --spin-us N (the shards' spin window,
  * weft_config.spin_ns, instead of the default: on a VM whose parked wake-up
  * costs more than the gaps in this workload, a longer window shows what
@@ -19,8 +27,11 @@
  */
 #include <weft.h>
 
+#include "bench_pin.h"
+
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -134,6 +145,89 @@ static double best_serial(bool skewed, int iterations, uint64_t *checksum)
   return best;
 }
 
+/* The raw reference: two pinned threads, one shared request at a time. */
+struct raw_forkjoin {
+  bool skewed;
+  int iterations;
+  _Atomic uint64_t published; /* requests handed out so far (1-based) */
+  _Atomic uint32_t next_branch, branches_done;
+  uint64_t results[BRANCHES];
+  uint64_t checksum;  /* of the last iteration, as the others */
+  double ns_per_iter;
+};
+
+static void raw_claim_branches(struct raw_forkjoin *f, uint64_t req)
+{
+  uint32_t b;
+  while ((b = atomic_fetch_add(&f->next_branch, 1)) < BRANCHES) {
+    f->results[b] = synthetic_work((req << 32) ^ b, branch_iters(f->skewed, req, b));
+    atomic_fetch_add_explicit(&f->branches_done, 1, memory_order_release);
+  }
+}
+
+static void *raw_helper(void *arg)
+{
+  struct raw_forkjoin *f = arg;
+  uint64_t total = (uint64_t)f->iterations * REQUESTS, seen = 0;
+  while (seen < total) {
+    uint64_t p;
+    while ((p = atomic_load_explicit(&f->published, memory_order_acquire)) == seen)
+      __builtin_ia32_pause();
+    seen = p;
+    raw_claim_branches(f, (seen - 1) % REQUESTS);
+  }
+  return NULL;
+}
+
+/* Thread 0 of the raw reference: the dispatcher. */
+static void *raw_dispatcher(void *arg)
+{
+  struct raw_forkjoin *f = arg;
+  int64_t t0 = now_ns();
+  uint64_t published = 0;
+  for (int i = 0; i < f->iterations; i++) {
+    f->checksum = 0;
+    for (uint64_t req = 0; req < REQUESTS; req++) {
+      atomic_store_explicit(&f->branches_done, 0, memory_order_relaxed);
+      atomic_store_explicit(&f->next_branch, 0, memory_order_relaxed);
+      atomic_store_explicit(&f->published, ++published, memory_order_release);
+      raw_claim_branches(f, req);
+      while (atomic_load_explicit(&f->branches_done, memory_order_acquire) < BRANCHES)
+        __builtin_ia32_pause();
+      for (int b = 0; b < BRANCHES; b++)
+        f->checksum += f->results[b];
+    }
+  }
+  f->ns_per_iter = (double)(now_ns() - t0) / f->iterations;
+  return NULL;
+}
+
+/* ns per iteration of the raw fork-join (best of 3), or 0 if the threads
+ * could not be started. */
+static double raw_forkjoin_ns(bool skewed, int iterations, uint64_t *checksum)
+{
+  double best = 0;
+  for (int round = 0; round < 3; round++) {
+    struct raw_forkjoin f = {.skewed = skewed, .iterations = iterations};
+    pthread_t th[2];
+    if (start_pinned(&th[1], 1, raw_helper, &f) != 0)
+      return 0;
+    if (start_pinned(&th[0], 0, raw_dispatcher, &f) != 0) {
+      /* Let the helper finish on its own: hand out every request. */
+      atomic_store(&f.next_branch, BRANCHES);
+      atomic_store(&f.published, (uint64_t)iterations * REQUESTS);
+      pthread_join(th[1], NULL);
+      return 0;
+    }
+    pthread_join(th[0], NULL);
+    pthread_join(th[1], NULL);
+    *checksum = f.checksum;
+    if (round == 0 || f.ns_per_iter < best)
+      best = f.ns_per_iter;
+  }
+  return best;
+}
+
 static long spin_us = -1; /* --spin-us; -1: the default */
 
 static int run_shape(bool skewed, bool stealing, int iterations)
@@ -141,6 +235,10 @@ static int run_shape(bool skewed, bool stealing, int iterations)
   weft_config cfg;
   weft_config_init(&cfg);
   cfg.shards = 2;
+  if (pin_n == 2) { /* the same CPUs as the raw reference's threads */
+    cfg.cpus = pin_cpus;
+    cfg.ncpus = 2;
+  }
   if (spin_us >= 0)
     cfg.spin_ns = spin_us * 1000;
   double best = 0;
@@ -157,16 +255,21 @@ static int run_shape(bool skewed, bool stealing, int iterations)
   uint64_t serial_sum = 0;
   double serial_ns = best_serial(skewed, iterations, &serial_sum);
   double speedup = serial_ns / best;
+  uint64_t raw_sum = 0;
+  double raw_ns = raw_forkjoin_ns(skewed, iterations, &raw_sum);
+  double raw_speedup = raw_ns > 0 ? serial_ns / raw_ns : 0;
   printf("{\"bench\":\"fanout_%s%s\",\"metric\":\"speedup\",\"value\":%.3f,"
          "\"ref\":\"serial_ns_per_iter\",\"ref_value\":%.0f,\"ratio\":%.3f,"
          "\"parallel_ns_per_iter\":%.0f,\"serial_ns_per_iter\":%.0f,\"speedup\":%.3f,"
          "\"checksum\":\"%016" PRIx64 "\",\"serial_checksum\":\"%016" PRIx64 "\",\"shards\":2,"
+         "\"raw_ns_per_iter\":%.0f,\"raw_speedup\":%.3f,\"of_raw\":%.3f,"
          "\"spin_ns\":%lld,\"spin_max_ns\":%lld}\n",
          skewed ? "skewed" : "balanced", stealing ? "" : "_nosteal", speedup, serial_ns, speedup,
-         best, serial_ns, speedup, s.checksum, serial_sum, (long long)cfg.spin_ns,
+         best, serial_ns, speedup, s.checksum, serial_sum, raw_ns, raw_speedup,
+         raw_speedup > 0 ? speedup / raw_speedup : 0, (long long)cfg.spin_ns,
          (long long)cfg.spin_max_ns);
   fflush(stdout);
-  return s.checksum == serial_sum ? 0 : 1;
+  return s.checksum == serial_sum && (raw_ns == 0 || raw_sum == serial_sum) ? 0 : 1;
 }
 
 int main(int argc, char **argv)
@@ -187,6 +290,7 @@ int main(int argc, char **argv)
       return 2;
     }
   }
+  choose_cpus();
   int iterations = quick ? 20 : 100;
   int rc = 0;
   for (int skewed = 0; skewed <= 1; skewed++)
