@@ -422,6 +422,11 @@ static inline bool weft__waiter_claim(weft__waiter *w)
   return atomic_compare_exchange_strong_explicit(&w->state, &expect, WEFT__W_CLAIMED,
                                                  memory_order_acq_rel, memory_order_acquire);
 }
+/* Takes back a waiter the caller appended and has not waited in: true if
+ * nobody had claimed it (it is off its queue and will not be completed);
+ * false if a signaller did - its wake-up is on the way, consume it with
+ * weft__waiter_wait. */
+bool weft__waiter_withdraw(weft__waiter *w);
 /* Completes a claimed w with `result`: the waiter runs again. Call without
  * q's lock; w must not be touched afterwards. */
 void weft__waiter_complete(weft__waiter *w, int result);

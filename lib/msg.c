@@ -141,8 +141,10 @@ int weft_msg_send_many_rt(weft_runtime *rt, int shard, const weft_msg *msgs, siz
       weft__count(&me->stats.msg_doorbells_coalesced, 1);
   } else if (ring && weft__ring_post_msg(to->ring_fd, ud_bell(WEFT__BELL_LANE, src), 0) < 0) {
     /* Queued but not rung: the next producer rings (the messages are
-     * delivered with it), rather than the lane staying marked as rung. */
-    atomic_store_explicit(&l->bell, 0, memory_order_release);
+     * delivered with it), rather than the lane staying marked as rung.
+     * Flushers waiting for this lane look again (and ring themselves). */
+    atomic_store_explicit(&l->bell, 0, memory_order_seq_cst);
+    weft__msg_release_waiters(&to->msg->ext_flush_q);
   }
   return k ? (int)k : -EAGAIN;
 }
@@ -156,10 +158,10 @@ int weft_msg_send_many(int shard, const weft_msg *msgs, size_t n)
 
 /* A ticketed marker to `to`: its CQE says every earlier msg_ring of this
  * ring to `to` was posted (msg_ring is issued inline, in SQE order). */
-static int flush_marker(weft__shard *me, weft__shard *to)
+static int flush_marker(weft__shard *me, weft__shard *to, int64_t deadline)
 {
   weft__op op;
-  struct io_uring_sqe *sqe = weft__op_begin(&op, WEFT_NO_DEADLINE);
+  struct io_uring_sqe *sqe = weft__op_begin(&op, deadline);
   if (!sqe)
     return op.res;
   io_uring_prep_msg_ring(sqe, to->ring_fd, 0, ud_bell(WEFT__BELL_MARK, 0), 0);
@@ -184,7 +186,7 @@ static bool lanes_pending(weft__shard *me, const uint32_t *snap)
   return pending;
 }
 
-static int flush_on(weft__shard *me)
+static int flush_on(weft__shard *me, int64_t deadline)
 {
   weft_runtime *rt = me->rt;
   weft__msg_shard *ms = me->msg;
@@ -197,7 +199,7 @@ static int flush_on(weft__shard *me)
     uint64_t seq = ms->direct_seq[i];
     if (seq == ms->posted_seq[i])
       continue;
-    int r = flush_marker(me, &rt->shards[i]);
+    int r = flush_marker(me, &rt->shards[i], deadline);
     if (r < 0)
       return r;
     if (seq > ms->posted_seq[i])
@@ -211,11 +213,22 @@ static int flush_on(weft__shard *me)
     weft__spin_lock(&ms->flush_q.lock);
     weft__waitq_append(&ms->flush_q, &w);
     weft__spin_unlock(&ms->flush_q.lock);
-    int r = weft__waiter_wait(&w, WEFT_NO_DEADLINE);
+    int r = weft__waiter_wait(&w, deadline);
     if (r < 0)
       return r;
   }
   return 0;
+}
+
+static int flush_shard(weft__shard *me, int64_t deadline)
+{
+  /* The shard's bookkeeping is touched by its thread only: keep the
+   * coroutine here while it waits. */
+  weft_task *t = weft__task_self();
+  t->pinned_ops++;
+  int r = flush_on(me, deadline);
+  t->pinned_ops--;
+  return r;
 }
 
 int weft_msg_flush(void)
@@ -224,13 +237,76 @@ int weft_msg_flush(void)
   int r = receiver(&me);
   if (r < 0)
     return r;
-  /* The shard's bookkeeping is touched by its thread only: keep the
-   * coroutine here while it waits. */
-  weft_task *t = weft__task_self();
-  t->pinned_ops++;
-  r = flush_on(me);
-  t->pinned_ops--;
-  return r;
+  return flush_shard(me, WEFT_NO_DEADLINE);
+}
+
+/* Waits until `to` has taken everything that was in the shared lane of
+ * plain threads when the flush began. */
+static int flush_external_lane(weft__shard *to, int64_t deadline)
+{
+  unsigned src = (unsigned)to->rt->nshards;
+  weft__lane *l = atomic_load_explicit(&to->msg->in[src], memory_order_acquire);
+  if (!l)
+    return 0;
+  weft__spin_lock(&l->plock);
+  uint32_t snap = l->ptail;
+  weft__spin_unlock(&l->plock);
+  weft__waitq *q = &to->msg->ext_flush_q;
+  for (;;) {
+    if ((int32_t)(atomic_load_explicit(&l->head, memory_order_acquire) - snap) >= 0)
+      return 0;
+    if (weft__lane_needs_bell(l)) {
+      int r = weft__ring_post_msg(to->ring_fd, ud_bell(WEFT__BELL_LANE, src), 0);
+      if (r < 0) {
+        atomic_store_explicit(&l->bell, 0, memory_order_seq_cst);
+        weft__msg_release_waiters(&to->msg->ext_flush_q);
+        return r;
+      }
+    }
+    weft__waiter w;
+    weft__waiter_init(&w);
+    weft__spin_lock(&q->lock);
+    weft__waitq_append(q, &w);
+    weft__spin_unlock(&q->lock);
+    /* Our half of the handshake with lane_drain (which stores head, then
+     * looks at flush_req): either we see its head or it sees our request.
+     * A bell down again means the drain began, or a producer's doorbell
+     * was refused (it released us, or we see its bell here): look again,
+     * and ring if nobody has. */
+    atomic_store_explicit(&l->flush_req, 1, memory_order_seq_cst);
+    if (((int32_t)(atomic_load_explicit(&l->head, memory_order_seq_cst) - snap) >= 0 ||
+         !atomic_load_explicit(&l->bell, memory_order_seq_cst)) &&
+        weft__waiter_withdraw(&w))
+      continue;
+    int r = weft__waiter_wait(&w, deadline);
+    if (r < 0)
+      return r;
+  }
+}
+
+int weft_msg_flush_rt(weft_runtime *rt, int64_t deadline)
+{
+  weft__shard *self = weft__shard_self();
+  if (!rt) {
+    if (!self)
+      return -EINVAL;
+    rt = self->rt;
+  }
+  if (!rt->msg->supported)
+    return -EOPNOTSUPP;
+  if (self && self->rt == rt) {
+    if (!weft__task_self())
+      return -EPERM;
+    return flush_shard(self, deadline);
+  }
+  /* A plain thread's direct messages were posted before their sends
+   * returned; its batched ones wait in the shared lanes. */
+  for (int i = 0; i < rt->nshards; i++) {
+    int r = flush_external_lane(&rt->shards[i], deadline);
+    if (r < 0)
+      return r;
+  }
+  return 0;
 }
 
 /* ---- receiving -------------------------------------------------------------------- */
@@ -445,6 +521,7 @@ static int shard_init(weft__msg_shard **out, int nshards, unsigned ncounters)
     return -ENOMEM;
   *out = ms;
   weft__waitq_init(&ms->flush_q);
+  weft__waitq_init(&ms->ext_flush_q);
   if (weft__rq_init(&ms->q[0]) < 0 || weft__rq_init(&ms->q[1]) < 0)
     return -ENOMEM;
   ms->in = weft__calloc((size_t)nshards + 1, sizeof(*ms->in));

@@ -82,6 +82,9 @@ struct weft__msg_shard {
   uint64_t *direct_seq;             /* [nshards] direct messages sent to each target */
   uint64_t *posted_seq;             /* [nshards] of them known posted (a flush marker) */
   weft__waitq flush_q;              /* flushers waiting for lane acks */
+  /* As a target: plain threads (and coroutines of other runtimes) waiting
+   * in weft_msg_flush_rt for this shard to drain the shared lane. */
+  weft__waitq ext_flush_q;
 };
 
 struct weft__msg_rt {
@@ -116,6 +119,9 @@ static inline uint64_t ud_bell_failed(int target, unsigned kind, unsigned payloa
 }
 
 /* ---- lib/msg_lane.c ------------------------------------------------------------ */
+
+/* Completes every waiter of q with 0 (any thread; takes q's lock). */
+void weft__msg_release_waiters(weft__waitq *q);
 
 int weft__rq_init(weft__rq *q);
 /* Pops up to max messages of q into out; returns how many. */

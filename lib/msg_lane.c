@@ -131,6 +131,23 @@ bool weft__lane_needs_bell(weft__lane *l)
          !atomic_exchange_explicit(&l->bell, 1, memory_order_acq_rel);
 }
 
+void weft__msg_release_waiters(weft__waitq *q)
+{
+  weft__waiter *ready = NULL, *w;
+  weft__spin_lock(&q->lock);
+  while ((w = weft__waitq_pop(q)))
+    if (weft__waiter_claim(w)) {
+      w->next = ready;
+      ready = w;
+    }
+  weft__spin_unlock(&q->lock);
+  while (ready) {
+    w = ready->next; /* before the waiter may vanish */
+    weft__waiter_complete(ready, 0);
+    ready = w;
+  }
+}
+
 /* A lane doorbell arrived at sh: take everything in lane `src`. */
 static void lane_drain(weft__shard *sh, unsigned src)
 {
@@ -160,9 +177,16 @@ static void lane_drain(weft__shard *sh, unsigned src)
   }
   weft__count(&sh->stats.msgs_received, t - h);
   atomic_store_explicit(&l->head, t, memory_order_seq_cst);
-  if (src < (unsigned)rt->nshards && atomic_load_explicit(&l->flush_req, memory_order_seq_cst) &&
-      atomic_exchange_explicit(&l->flush_req, 0, memory_order_acq_rel))
-    weft__msg_bell(sh, &rt->shards[src], WEFT__BELL_ACK, 0);
+  /* The other half of the flushers' handshake: they raise flush_req, then
+   * look at head. A shard producer is told by a doorbell; the shared lane's
+   * flushers wait here, on this shard. */
+  if (atomic_load_explicit(&l->flush_req, memory_order_seq_cst) &&
+      atomic_exchange_explicit(&l->flush_req, 0, memory_order_acq_rel)) {
+    if (src < (unsigned)rt->nshards)
+      weft__msg_bell(sh, &rt->shards[src], WEFT__BELL_ACK, 0);
+    else
+      weft__msg_release_waiters(&sh->msg->ext_flush_q);
+  }
 }
 
 /* ---- sending from a shard of the same runtime ----------------------------------------- */
@@ -247,19 +271,7 @@ void weft__msg_cqe(weft__shard *sh, uint64_t ud, int res)
           weft__waiter_complete(w, 0);
       }
     } else if (kind == WEFT__BELL_ACK) {
-      weft__waiter *ready = NULL, *w;
-      weft__spin_lock(&sh->msg->flush_q.lock);
-      while ((w = weft__waitq_pop(&sh->msg->flush_q)))
-        if (weft__waiter_claim(w)) {
-          w->next = ready;
-          ready = w;
-        }
-      weft__spin_unlock(&sh->msg->flush_q.lock);
-      while (ready) {
-        w = ready->next;
-        weft__waiter_complete(ready, 0);
-        ready = w;
-      }
+      weft__msg_release_waiters(&sh->msg->flush_q);
     }
     return; /* WEFT__BELL_MARK: a flush marker, nothing to do */
   }

@@ -205,6 +205,8 @@ int weft__ring_post_msg(int target_fd, uint64_t data, uint32_t len)
 {
   /* This runs on whatever thread sends (a user's thread too): leave its
    * errno as it was. */
+  if (weft__fault_hit(WEFT__FAULT_POST))
+    return -ENOMEM;
   int saved = errno;
   int mode = atomic_load_explicit(&ringless_ok, memory_order_relaxed);
   if (mode >= 0) {

@@ -115,6 +115,14 @@ static int give_up(weft__waiter *w, int result)
   return result;
 }
 
+bool weft__waiter_withdraw(weft__waiter *w)
+{
+  if (!weft__waiter_claim(w))
+    return false;
+  give_up(w, 0);
+  return true;
+}
+
 static int wait_thread(weft__waiter *w, int64_t deadline)
 {
   for (;;) {

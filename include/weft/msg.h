@@ -127,6 +127,23 @@ WEFT_API int weft_msg_send_wait_rt(weft_runtime *rt, int shard, uint16_t tag, ui
  * kernel's error for a marker, -EPERM on a plain thread. */
 WEFT_API int weft_msg_flush(void);
 
+/* The flush for `rt` (NULL = the calling coroutine's runtime) from any
+ * thread, with a deadline (CLOCK_MONOTONIC ns as weft_now(), -1 none).
+ *   - From a coroutine of rt: weft_msg_flush() with a deadline.
+ *   - From a plain thread (or a coroutine of another runtime): returns once
+ *     every message in the shared lanes of plain threads into rt's shards
+ *     when the call began - this thread's batched sends and the other plain
+ *     threads' before them - was taken by its target and is in that
+ *     shard's receive queues. Direct sends from outside need no flush: they
+ *     are posted before weft_msg_send_rt returns. A plain thread blocks on a
+ *     futex, a coroutine suspends.
+ * Returns 0, -ETIMEDOUT (the deadline passed first; the messages are still
+ * delivered), -ECANCELED (the coroutine was cancelled), the kernel's error
+ * when a doorbell could not be sent, -EINVAL (rt NULL on a plain thread),
+ * -EPERM (a shard thread of rt outside a coroutine). It is a call on rt:
+ * weft_runtime_stop() must not run while it waits. */
+WEFT_API int weft_msg_flush_rt(weft_runtime *rt, int64_t deadline);
+
 /* ---- receiving (a coroutine; the shard it runs on) --------------------------------- */
 
 /* Takes the next message of the normal queue of the calling coroutine's

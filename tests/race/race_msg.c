@@ -8,7 +8,7 @@
  *     and then;
  *   - two plain threads send to both shards direct messages (hot tags 2 and
  *     4: they go to the hot queue), batched ones (tags 3 and 5) and counter
- *     adds;
+ *     adds, and flush (weft_msg_flush_rt) now and then, both at once;
  *   - on each shard a receiver coroutine takes the normal queue, another the
  *     hot queue, and a third takes the counter.
  * Every message carries its sender's sequence number; receivers check exact
@@ -64,6 +64,8 @@ static void send_lane(int to, uint16_t tag, bool plain)
     if (r <= 0)
       return;
     next += (uint32_t)r;
+    if (plain && next % (32 * BATCH) < (uint32_t)r)
+      CHECK(weft_msg_flush_rt(rt, deadline()) == 0);
   }
 }
 
@@ -110,6 +112,7 @@ static void *plain_sender(void *arg)
     }
   for (int to = 0; to < 2; to++)
     send_lane(to, (uint16_t)(3 + 2 * k), true);
+  CHECK(weft_msg_flush_rt(rt, deadline()) == 0);
   return NULL;
 }
 

@@ -4,9 +4,9 @@
  * direct stream and within a lane, lane backpressure, the ticketed send
  * (visible to a receiver that never suspended), flush, hot tags, coalesced
  * counters summed exactly under concurrent adders (shards and plain
- * threads), plain-thread senders, a parked target woken by each way of
- * sending, the -EOPNOTSUPP path, argument errors, receive deadlines and
- * cancellation. Checks inside coroutines go through CO_CHECK / CO_EQ.
+ * threads), plain-thread senders and their flush, a parked target woken by
+ * each way of sending, the -EOPNOTSUPP path, argument errors, receive
+ * deadlines and cancellation. Checks inside coroutines go through CO_CHECK / CO_EQ.
  */
 #include "rt_helpers.h"
 
@@ -541,6 +541,155 @@ Test(msg, plain_thread_senders_use_the_external_id, .timeout = 60)
   for (int i = 0; i < EXT_THREADS; i++)
     pthread_join(th[i], NULL);
   cr_assert_eq(weft_join(r, NULL), 0);
+  rt_stop_idle(rt);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+/* ---- flush from a plain thread ---------------------------------------------------------- */
+
+#define XF_N 1000 /* per target shard, in batches of 50 */
+
+struct xflush {
+  weft_runtime *rt;
+  atomic_bool release; /* lets the busy coroutine on shard 1 return */
+  atomic_bool busy;    /* it is running (and not draining anything) */
+};
+
+/* Holds shard 1 without suspending: its lanes are not drained meanwhile. */
+static void *xflush_busy(void *arg)
+{
+  struct xflush *x = arg;
+  atomic_store(&x->busy, true);
+  while (!atomic_load(&x->release))
+    sched_yield(); /* the thread's, not the coroutine's: shard 1 stays held */
+  return NULL;
+}
+
+/* Takes what is in this shard's queue without waiting: after a flush it
+ * must be everything. */
+static void *xflush_count(void *arg)
+{
+  (void)arg;
+  weft_msg m;
+  uint32_t n = 0, sum = 0;
+  while (weft_msg_try_recv(&m, 0) == 0) {
+    CO_EQ(m.sender, WEFT_MSG_EXTERNAL);
+    CO_EQ(m.val, n);
+    sum += m.val;
+    n++;
+  }
+  CO_EQ(n, XF_N);
+  return (void *)(uintptr_t)sum;
+}
+
+/* Sends values [from, to) to `shard` in batches of 50. */
+static void xflush_send_range(weft_runtime *rt, int shard, uint32_t from, uint32_t to)
+{
+  weft_msg b[50];
+  for (uint32_t i = from; i < to; i += 50) {
+    for (uint32_t k = 0; k < 50; k++)
+      b[k] = (weft_msg){.tag = 3, .val = i + k};
+    cr_assert_eq(weft_msg_send_many_rt(rt, shard, b, 50), 50);
+  }
+}
+
+static void xflush_send(weft_runtime *rt, int shard)
+{
+  xflush_send_range(rt, shard, 0, XF_N);
+}
+
+static weft_task *xflush_submit(weft_runtime *rt, int shard, void *(*fn)(void *), void *arg)
+{
+  weft_spawn_opts o;
+  weft_spawn_opts_init(&o);
+  o.placement = WEFT_PLACE_PINNED;
+  o.shard = shard;
+  weft_task *t;
+  cr_assert_eq(weft_runtime_submit(rt, &o, fn, arg, &t), 0);
+  return t;
+}
+
+static void *xflush_own_runtime(void *arg)
+{
+  (void)arg;
+  /* From a coroutine of the runtime: its shard's flush, with a deadline. */
+  CO_EQ(weft_msg_send_many(1, &(weft_msg){.tag = 4, .val = 1}, 1), 1);
+  CO_EQ(weft_msg_flush_rt(NULL, in_ms(5000)), 0);
+  CO_EQ(weft_msg_flush_rt(weft_runtime_current(), WEFT_NO_DEADLINE), 0);
+  return NULL;
+}
+
+static void *xflush_drain_one(void *arg)
+{
+  (void)arg;
+  weft_msg m;
+  CO_EQ(weft_msg_recv(&m, in_ms(5000)), 0);
+  CO_EQ(m.tag, 4);
+  return NULL;
+}
+
+Test(msg, plain_thread_flush_waits_until_targets_took_the_lanes, .timeout = 60)
+{
+  weft_runtime *rt = rt_start(2);
+  cr_assert_eq(weft_msg_flush_rt(NULL, WEFT_NO_DEADLINE), -EINVAL);
+  /* Nothing sent yet: nothing to wait for. */
+  cr_assert_eq(weft_msg_flush_rt(rt, weft_now()), 0);
+
+  struct xflush x = {.rt = rt};
+  weft_task *busy = xflush_submit(rt, 1, xflush_busy, &x);
+  while (!atomic_load(&x.busy))
+    sched_yield();
+  xflush_send(rt, 0);
+  xflush_send(rt, 1);
+  /* Shard 1 is held: its lane cannot be taken before the deadline. */
+  cr_assert_eq(weft_msg_flush_rt(rt, weft_now() + 30 * WEFT_MSEC), -ETIMEDOUT);
+  atomic_store(&x.release, true);
+  cr_assert_eq(weft_msg_flush_rt(rt, WEFT_NO_DEADLINE), 0);
+  cr_assert_eq(weft_join(busy, NULL), 0);
+
+  /* Everything is in the receive queues: takes that never wait find it. */
+  uint32_t want = XF_N * (XF_N - 1) / 2;
+  for (int shard = 0; shard < 2; shard++) {
+    void *sum;
+    cr_assert_eq(weft_join(xflush_submit(rt, shard, xflush_count, NULL), &sum), 0);
+    cr_assert_eq((uint32_t)(uintptr_t)sum, want);
+  }
+
+  weft_task *d = xflush_submit(rt, 1, xflush_drain_one, NULL);
+  cr_assert_eq(weft_join(xflush_submit(rt, 0, xflush_own_runtime, NULL), NULL), 0);
+  cr_assert_eq(weft_join(d, NULL), 0);
+  rt_stop_idle(rt);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+Test(msg, plain_thread_flush_rings_a_lane_whose_doorbell_was_refused, .timeout = 60)
+{
+  weft_runtime *rt = rt_start(2);
+  /* The producer's doorbell fails: its messages are queued (one batch, one
+   * doorbell), the lane is left for the next ringer - here the flush. */
+  static weft_msg all[XF_N];
+  for (uint32_t i = 0; i < XF_N; i++)
+    all[i] = (weft_msg){.tag = 3, .val = i};
+  weft__fault_arm(WEFT__FAULT_POST, 1);
+  cr_assert_eq(weft_msg_send_many_rt(rt, 1, all, XF_N), XF_N);
+  weft__fault_arm(WEFT__FAULT_POST, 0);
+  cr_assert_eq(weft_msg_flush_rt(rt, WEFT_NO_DEADLINE), 0);
+  void *sum;
+  cr_assert_eq(weft_join(xflush_submit(rt, 1, xflush_count, NULL), &sum), 0);
+  cr_assert_eq((uint32_t)(uintptr_t)sum, XF_N * (XF_N - 1) / 2);
+  /* The flush's own doorbell refused: the kernel's error, and the lane is
+   * still rung by the next producer or flush. */
+  weft__fault_arm(WEFT__FAULT_POST, 1);
+  xflush_send_range(rt, 1, 0, 50);
+  weft__fault_arm(WEFT__FAULT_POST, 1);
+  cr_assert_eq(weft_msg_flush_rt(rt, WEFT_NO_DEADLINE), -ENOMEM);
+  weft__fault_arm(WEFT__FAULT_POST, 0);
+  xflush_send_range(rt, 1, 50, XF_N);
+  cr_assert_eq(weft_msg_flush_rt(rt, WEFT_NO_DEADLINE), 0);
+  cr_assert_eq(weft_join(xflush_submit(rt, 1, xflush_count, NULL), &sum), 0);
+  cr_assert_eq((uint32_t)(uintptr_t)sum, XF_N * (XF_N - 1) / 2);
   rt_stop_idle(rt);
   rt_assert_clean();
   rt_assert_no_leaks();
