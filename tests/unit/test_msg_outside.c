@@ -1,0 +1,339 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Suite "msg", from outside a shard and to a sleeping one: plain-thread
+ * senders (the external sender id, order per thread and tag), a plain
+ * thread's flush (it waits until the targets took the shared lanes, its
+ * deadline, a doorbell the kernel refused), and a parked target woken by
+ * each way of sending.
+ */
+#include "msg_test.h"
+
+#include <unistd.h>
+
+#define TAG_LANE 8
+
+/* ---- plain-thread senders ------------------------------------------------------------ */
+
+#define EXT_THREADS 3
+#define EXT_N 3008 /* a multiple of the batch size, 16 */
+
+struct ext_ctx {
+  weft_runtime *rt;
+  int index;
+};
+
+static void *ext_sender(void *arg)
+{
+  struct ext_ctx *e = arg;
+  weft_msg b[16];
+  uint32_t lane = 0;
+  for (uint32_t i = 0; i < EXT_N; i++) {
+    /* tag = thread * 2 + kind: direct and lane are ordered separately. */
+    CO_EQ(weft_msg_send_rt(e->rt, 1, (uint16_t)(e->index * 2), i), 0);
+    if (i % 16 == 15) {
+      for (int k = 0; k < 16; k++)
+        b[k] = (weft_msg){.tag = (uint16_t)(e->index * 2 + 1), .val = lane++};
+      size_t done = 0;
+      while (done < 16) {
+        int r = weft_msg_send_many_rt(e->rt, 1, b + done, 16 - done);
+        if (r == -EAGAIN) {
+          sched_yield();
+          continue;
+        }
+        CO_CHECK(r > 0);
+        if (r <= 0)
+          return NULL;
+        done += (size_t)r;
+      }
+    }
+  }
+  CO_EQ(weft_msg_send_wait_rt(e->rt, 1, 99, 1), 0);
+  return NULL;
+}
+
+static void *ext_receiver(void *arg)
+{
+  (void)arg;
+  uint32_t next[2 * EXT_THREADS] = {0};
+  int total = EXT_THREADS * (EXT_N + EXT_N + 1);
+  for (int i = 0; i < total; i++) {
+    weft_msg m;
+    CO_EQ(weft_msg_recv(&m, in_ms(20000)), 0);
+    CO_EQ(m.sender, WEFT_MSG_EXTERNAL);
+    if (m.tag == 99)
+      continue;
+    CO_CHECK(m.tag < 2 * EXT_THREADS);
+    if (m.tag >= 2 * EXT_THREADS)
+      continue;
+    CO_EQ(m.val, next[m.tag]);
+    next[m.tag] = m.val + 1;
+  }
+  for (int i = 0; i < 2 * EXT_THREADS; i++)
+    CO_EQ(next[i], EXT_N);
+  return NULL;
+}
+
+Test(msg, plain_thread_senders_use_the_external_id, .timeout = 60)
+{
+  weft_runtime *rt = rt_start(2);
+  /* Outside a runtime, the calls without one are refused. */
+  cr_assert_eq(weft_msg_send(0, 1, 1), -EINVAL);
+  cr_assert_eq(weft_msg_send_many(0, &(weft_msg){0}, 1), -EINVAL);
+  cr_assert_eq(weft_msg_send_wait(0, 1, 1), -EINVAL);
+  cr_assert_eq(weft_counter_add(0, 1, 1), -EINVAL);
+  cr_assert_eq(weft_msg_hot_tag(NULL, 1, true), -EINVAL);
+  weft_msg m;
+  cr_assert_eq(weft_msg_recv(&m, WEFT_NO_DEADLINE), -EPERM);
+  cr_assert_eq(weft_msg_try_recv(&m, 0), -EPERM);
+  cr_assert_eq(weft_msg_flush(), -EPERM);
+
+  weft_spawn_opts o;
+  weft_spawn_opts_init(&o);
+  o.placement = WEFT_PLACE_PINNED;
+  o.shard = 1;
+  weft_task *r;
+  cr_assert_eq(weft_runtime_submit(rt, &o, ext_receiver, NULL, &r), 0);
+  pthread_t th[EXT_THREADS];
+  struct ext_ctx e[EXT_THREADS];
+  for (int i = 0; i < EXT_THREADS; i++) {
+    e[i] = (struct ext_ctx){.rt = rt, .index = i};
+    cr_assert_eq(pthread_create(&th[i], NULL, ext_sender, &e[i]), 0);
+  }
+  for (int i = 0; i < EXT_THREADS; i++)
+    pthread_join(th[i], NULL);
+  cr_assert_eq(weft_join(r, NULL), 0);
+  rt_stop_idle(rt);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+/* ---- flush from a plain thread ---------------------------------------------------------- */
+
+#define XF_N 1000 /* per target shard, in batches of 50 */
+
+struct xflush {
+  weft_runtime *rt;
+  atomic_bool release; /* lets the busy coroutine on shard 1 return */
+  atomic_bool busy;    /* it is running (and not draining anything) */
+};
+
+/* Holds shard 1 without suspending: its lanes are not drained meanwhile. */
+static void *xflush_busy(void *arg)
+{
+  struct xflush *x = arg;
+  atomic_store(&x->busy, true);
+  while (!atomic_load(&x->release))
+    sched_yield(); /* the thread's, not the coroutine's: shard 1 stays held */
+  return NULL;
+}
+
+/* Takes what is in this shard's queue without waiting: after a flush it
+ * must be everything. */
+static void *xflush_count(void *arg)
+{
+  (void)arg;
+  weft_msg m;
+  uint32_t n = 0, sum = 0;
+  while (weft_msg_try_recv(&m, 0) == 0) {
+    CO_EQ(m.sender, WEFT_MSG_EXTERNAL);
+    CO_EQ(m.val, n);
+    sum += m.val;
+    n++;
+  }
+  CO_EQ(n, XF_N);
+  return (void *)(uintptr_t)sum;
+}
+
+/* Sends values [from, to) to `shard` in batches of 50. */
+static void xflush_send_range(weft_runtime *rt, int shard, uint32_t from, uint32_t to)
+{
+  weft_msg b[50];
+  for (uint32_t i = from; i < to; i += 50) {
+    for (uint32_t k = 0; k < 50; k++)
+      b[k] = (weft_msg){.tag = 3, .val = i + k};
+    cr_assert_eq(weft_msg_send_many_rt(rt, shard, b, 50), 50);
+  }
+}
+
+static void xflush_send(weft_runtime *rt, int shard)
+{
+  xflush_send_range(rt, shard, 0, XF_N);
+}
+
+static weft_task *xflush_submit(weft_runtime *rt, int shard, void *(*fn)(void *), void *arg)
+{
+  weft_spawn_opts o;
+  weft_spawn_opts_init(&o);
+  o.placement = WEFT_PLACE_PINNED;
+  o.shard = shard;
+  weft_task *t;
+  cr_assert_eq(weft_runtime_submit(rt, &o, fn, arg, &t), 0);
+  return t;
+}
+
+static void *xflush_own_runtime(void *arg)
+{
+  (void)arg;
+  /* From a coroutine of the runtime: its shard's flush, with a deadline. */
+  CO_EQ(weft_msg_send_many(1, &(weft_msg){.tag = 4, .val = 1}, 1), 1);
+  CO_EQ(weft_msg_flush_rt(NULL, in_ms(5000)), 0);
+  CO_EQ(weft_msg_flush_rt(weft_runtime_current(), WEFT_NO_DEADLINE), 0);
+  return NULL;
+}
+
+static void *xflush_drain_one(void *arg)
+{
+  (void)arg;
+  weft_msg m;
+  CO_EQ(weft_msg_recv(&m, in_ms(5000)), 0);
+  CO_EQ(m.tag, 4);
+  return NULL;
+}
+
+Test(msg, plain_thread_flush_waits_until_targets_took_the_lanes, .timeout = 60)
+{
+  weft_runtime *rt = rt_start(2);
+  cr_assert_eq(weft_msg_flush_rt(NULL, WEFT_NO_DEADLINE), -EINVAL);
+  /* Nothing sent yet: nothing to wait for. */
+  cr_assert_eq(weft_msg_flush_rt(rt, weft_now()), 0);
+
+  struct xflush x = {.rt = rt};
+  weft_task *busy = xflush_submit(rt, 1, xflush_busy, &x);
+  while (!atomic_load(&x.busy))
+    sched_yield();
+  xflush_send(rt, 0);
+  xflush_send(rt, 1);
+  /* Shard 1 is held: its lane cannot be taken before the deadline. */
+  cr_assert_eq(weft_msg_flush_rt(rt, weft_now() + 30 * WEFT_MSEC), -ETIMEDOUT);
+  atomic_store(&x.release, true);
+  cr_assert_eq(weft_msg_flush_rt(rt, WEFT_NO_DEADLINE), 0);
+  cr_assert_eq(weft_join(busy, NULL), 0);
+
+  /* Everything is in the receive queues: takes that never wait find it. */
+  uint32_t want = XF_N * (XF_N - 1) / 2;
+  for (int shard = 0; shard < 2; shard++) {
+    void *sum;
+    cr_assert_eq(weft_join(xflush_submit(rt, shard, xflush_count, NULL), &sum), 0);
+    cr_assert_eq((uint32_t)(uintptr_t)sum, want);
+  }
+
+  weft_task *d = xflush_submit(rt, 1, xflush_drain_one, NULL);
+  cr_assert_eq(weft_join(xflush_submit(rt, 0, xflush_own_runtime, NULL), NULL), 0);
+  cr_assert_eq(weft_join(d, NULL), 0);
+  rt_stop_idle(rt);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+Test(msg, plain_thread_flush_rings_a_lane_whose_doorbell_was_refused, .timeout = 60)
+{
+  weft_runtime *rt = rt_start(2);
+  /* The producer's doorbell fails: its messages are queued (one batch, one
+   * doorbell), the lane is left for the next ringer - here the flush. */
+  static weft_msg all[XF_N];
+  for (uint32_t i = 0; i < XF_N; i++)
+    all[i] = (weft_msg){.tag = 3, .val = i};
+  weft__fault_arm(WEFT__FAULT_POST, 1);
+  cr_assert_eq(weft_msg_send_many_rt(rt, 1, all, XF_N), XF_N);
+  weft__fault_arm(WEFT__FAULT_POST, 0);
+  cr_assert_eq(weft_msg_flush_rt(rt, WEFT_NO_DEADLINE), 0);
+  void *sum;
+  cr_assert_eq(weft_join(xflush_submit(rt, 1, xflush_count, NULL), &sum), 0);
+  cr_assert_eq((uint32_t)(uintptr_t)sum, XF_N * (XF_N - 1) / 2);
+  /* The flush's own doorbell refused: the kernel's error, and the lane is
+   * still rung by the next producer or flush. */
+  weft__fault_arm(WEFT__FAULT_POST, 1);
+  xflush_send_range(rt, 1, 0, 50);
+  weft__fault_arm(WEFT__FAULT_POST, 1);
+  cr_assert_eq(weft_msg_flush_rt(rt, WEFT_NO_DEADLINE), -ENOMEM);
+  weft__fault_arm(WEFT__FAULT_POST, 0);
+  xflush_send_range(rt, 1, 50, XF_N);
+  cr_assert_eq(weft_msg_flush_rt(rt, WEFT_NO_DEADLINE), 0);
+  cr_assert_eq(weft_join(xflush_submit(rt, 1, xflush_count, NULL), &sum), 0);
+  cr_assert_eq((uint32_t)(uintptr_t)sum, XF_N * (XF_N - 1) / 2);
+  rt_stop_idle(rt);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+/* ---- a parked target wakes ---------------------------------------------------------------- */
+
+static void *park_receiver(void *arg)
+{
+  (void)arg;
+  weft_msg m;
+  uint32_t sum = 0;
+  for (int i = 0; i < 4; i++) {
+    CO_EQ(weft_msg_recv(&m, in_ms(10000)), 0);
+    sum += m.val;
+  }
+  CO_EQ(weft_counter_take(2, in_ms(10000)), 7);
+  return (void *)(uintptr_t)sum;
+}
+
+/* Waits until shard 1 sleeps in the kernel (the shard's own flag, set
+ * before it enters io_uring_enter to wait), and a little longer. */
+static bool wait_parked(weft_runtime *rt)
+{
+  for (int i = 0; i < 20000; i++) {
+    if (atomic_load(&rt->shards[1].parked)) {
+      usleep(2000);
+      if (atomic_load(&rt->shards[1].parked))
+        return true;
+    }
+    usleep(500);
+  }
+  return false;
+}
+
+static void *park_from_shard0(void *arg)
+{
+  (void)arg;
+  CO_EQ(weft_msg_send(1, 1, 1), 0);
+  return NULL;
+}
+
+static void *park_many_from_shard0(void *arg)
+{
+  (void)arg;
+  weft_msg b = {.tag = 1, .val = 3};
+  CO_EQ(weft_msg_send_many(1, &b, 1), 1);
+  return NULL;
+}
+
+Test(msg, parked_target_wakes, .timeout = 60)
+{
+  weft_config c;
+  rt_cfg(&c, 2);
+  c.spin_ns = 0; /* an idle shard sleeps in the kernel at once */
+  c.steal = false;
+  weft_runtime *rt = rt_start_cfg(&c);
+  weft_spawn_opts o;
+  weft_spawn_opts_init(&o);
+  o.placement = WEFT_PLACE_PINNED;
+  o.shard = 1;
+  weft_task *r, *s;
+  cr_assert_eq(weft_runtime_submit(rt, &o, park_receiver, NULL, &r), 0);
+  /* Each way of sending, each time to a sleeping shard 1. */
+  cr_assert(wait_parked(rt));
+  o.shard = 0;
+  cr_assert_eq(weft_runtime_submit(rt, &o, park_from_shard0, NULL, &s), 0); /* direct: 1 */
+  cr_assert_eq(weft_join(s, NULL), 0);
+  cr_assert(wait_parked(rt));
+  cr_assert_eq(weft_runtime_submit(rt, &o, park_many_from_shard0, NULL, &s), 0); /* lane: 3 */
+  cr_assert_eq(weft_join(s, NULL), 0);
+  cr_assert(wait_parked(rt));
+  cr_assert_eq(weft_msg_send_rt(rt, 1, 1, 10), 0); /* plain thread, direct */
+  cr_assert(wait_parked(rt));
+  cr_assert_eq(weft_msg_send_many_rt(rt, 1, &(weft_msg){.tag = 1, .val = 20}, 1), 1);
+  cr_assert(wait_parked(rt));
+  cr_assert_eq(weft_counter_add_rt(rt, 1, 2, 7), 0);
+  void *sum;
+  cr_assert_eq(weft_join(r, &sum), 0);
+  rt_assert_clean();
+  cr_assert_eq((uintptr_t)sum, 1 + 3 + 10 + 20);
+  rt_stop_idle(rt);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
