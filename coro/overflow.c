@@ -61,17 +61,20 @@ _Noreturn void weft__overflow_report(const weft__coro *co, const char *detail)
   abort();
 }
 
-/* A fault is ours when it hits the running coroutine's guard page, or when
- * the stack pointer itself has left the stack (a frame bigger than the guard
- * jumped over it). */
+/* A fault is ours when it hits the running coroutine's guard (a PROT_NONE
+ * page or a guard region), or when the stack pointer itself has left a stack
+ * of its own mapping (a frame bigger than the guard jumped over it; below a
+ * slab stack lies its neighbour, which does not fault). */
 static bool is_overflow(const weft__coro *co, const siginfo_t *si, const void *uctx)
 {
-  if (!co || co->stack.kind != WEFT__STACK_GUARDED)
+  if (!co || co->stack.guard == 0)
     return false;
   uintptr_t lo = (uintptr_t)co->stack.map, base = (uintptr_t)co->stack.base;
   uintptr_t addr = (uintptr_t)si->si_addr;
-  if (addr >= lo && addr < base)
+  if (addr >= lo && addr < lo + co->stack.guard)
     return true;
+  if (co->stack.kind != WEFT__STACK_GUARDED)
+    return false;
 #if defined(__x86_64__)
   const ucontext_t *uc = uctx;
   uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];

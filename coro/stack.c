@@ -18,12 +18,19 @@ static _Atomic uint64_t n_mmaps, n_munmaps;
 static _Atomic int64_t n_guarded, n_slab;
 static _Atomic int64_t guard_budget = -1;      /* -1: not computed yet */
 static _Atomic unsigned cache_limit = 64;
+static _Atomic int guard_regions = -1;         /* -1: not probed yet */
+
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102 /* Linux 6.13 */
+#endif
 
 /* Slab stacks of one size. Freed slots go to `free_slots` (their pages given
- * back with MADV_DONTNEED); new ones are cut from the current slab. */
+ * back with MADV_DONTNEED, which leaves guard regions in place); new ones are
+ * cut from the current slab. */
 struct slab_class {
   struct slab_class *next;
-  size_t slot;          /* bytes per slot, canary included */
+  size_t slot;          /* bytes per slot, guard and canary included */
+  size_t guard;         /* guard region at the bottom of each slot, or 0 */
   char *cur, *end;      /* unused part of the newest slab */
   char **free_slots;
   size_t n_free, cap_free;
@@ -80,6 +87,40 @@ void weft__stack_set_cache_limit(unsigned n)
   atomic_store(&cache_limit, n);
 }
 
+/* Installs a guard region on an unused page of a scratch mapping. */
+static bool probe_guard_regions(void)
+{
+  size_t ps = page_size();
+  int saved = errno;
+  /* Plain mmap: a probe is neither a stack nor a place for injected faults. */
+  void *p = mmap(NULL, 2 * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    errno = saved;
+    return false;
+  }
+  bool ok = madvise(p, ps, MADV_GUARD_INSTALL) == 0;
+  errno = saved;
+  munmap(p, 2 * ps);
+  return ok;
+}
+
+bool weft__stack_guard_regions(void)
+{
+  int v = atomic_load_explicit(&guard_regions, memory_order_relaxed);
+  if (v < 0) {
+    v = probe_guard_regions();
+    int unknown = -1;
+    if (!atomic_compare_exchange_strong(&guard_regions, &unknown, v))
+      v = unknown;
+  }
+  return v > 0;
+}
+
+void weft__stack_set_guard_regions(int on)
+{
+  atomic_store(&guard_regions, on < 0 ? -1 : on > 0);
+}
+
 static uint64_t cache_hits_total(void);
 
 void weft__stack_get_counters(weft__stack_counters *out)
@@ -126,6 +167,7 @@ static int guarded_alloc(weft__stack *st, size_t size)
   }
   st->map = map;
   st->map_len = len;
+  st->guard = WEFT__STACK_GUARD;
   st->base = map + WEFT__STACK_GUARD;
   st->size = size;
   st->kind = WEFT__STACK_GUARDED;
@@ -141,26 +183,41 @@ static void guarded_release(weft__stack *st)
 
 /* ---- slab stacks ---------------------------------------------------------- */
 
-static struct slab_class *slab_class_for(size_t slot)
+static struct slab_class *slab_class_for(size_t slot, size_t guard)
 {
   for (struct slab_class *c = slab_classes; c; c = c->next)
-    if (c->slot == slot)
+    if (c->slot == slot && c->guard == guard)
       return c;
   struct slab_class *c = calloc(1, sizeof(*c));
   if (!c)
     return NULL;
   c->slot = slot;
+  c->guard = guard;
   c->next = slab_classes;
   slab_classes = c;
   return c;
 }
 
+/* A guard region over [p, p + len). The mmap fault site covers it too: it is
+ * the same kind of failure (no memory for the kernel's side of a stack). */
+static bool install_guard(char *p, size_t len)
+{
+  if (weft__fault_hit(WEFT__FAULT_MMAP))
+    return false;
+  int saved = errno;
+  bool ok = madvise(p, len, MADV_GUARD_INSTALL) == 0;
+  errno = saved;
+  return ok;
+}
+
 static int slab_alloc(weft__stack *st, size_t size)
 {
-  size_t slot = size; /* the canary lives inside the slot's lowest bytes */
+  /* The canary lives inside the stack's lowest bytes, the guard below. */
+  size_t guard = weft__stack_guard_regions() ? WEFT__STACK_GUARD : 0;
+  size_t slot = guard + size;
   char *p = NULL;
   pthread_mutex_lock(&slab_lock);
-  struct slab_class *c = slab_class_for(slot);
+  struct slab_class *c = slab_class_for(slot, guard);
   if (c && c->n_free) {
     p = c->free_slots[--c->n_free];
   } else if (c) {
@@ -176,7 +233,10 @@ static int slab_alloc(weft__stack *st, size_t size)
         c->end = s + n * slot;
       }
     }
-    if (c->cur != c->end) {
+    /* A new slot gets its guard before anyone can have it; the guard
+     * stays through every MADV_DONTNEED of later releases. If the kernel
+     * cannot install it (no memory for page tables), the slot stays unused. */
+    if (c->cur != c->end && (!guard || install_guard(c->cur, guard))) {
       p = c->cur;
       c->cur += slot;
     }
@@ -187,8 +247,9 @@ static int slab_alloc(weft__stack *st, size_t size)
   atomic_fetch_add(&n_slab, 1);
   st->map = p;
   st->map_len = slot;
-  st->base = p + WEFT__STACK_CANARY;
-  st->size = slot - WEFT__STACK_CANARY;
+  st->guard = guard;
+  st->base = p + guard + WEFT__STACK_CANARY;
+  st->size = size - WEFT__STACK_CANARY;
   st->kind = WEFT__STACK_SLAB;
   return 0;
 }
@@ -199,7 +260,7 @@ static void slab_release(weft__stack *st)
    * be handed out again. */
   madvise(st->map, st->map_len, MADV_DONTNEED);
   pthread_mutex_lock(&slab_lock);
-  struct slab_class *c = slab_class_for(st->map_len);
+  struct slab_class *c = slab_class_for(st->map_len, st->guard);
   if (c && c->n_free == c->cap_free) {
     size_t cap = c->cap_free ? c->cap_free * 2 : 256;
     char **v = realloc(c->free_slots, cap * sizeof(*v));
@@ -344,7 +405,9 @@ int weft__stack_alloc(weft__stack *st, size_t size)
     }
   }
 
-  int r = guarded_alloc(st, size);
+  /* With guard regions a slab stack is as safe as a mapping of its own, and
+   * cheaper: one madvise for a new slot, no map entries. */
+  int r = weft__stack_guard_regions() ? -EAGAIN : guarded_alloc(st, size);
   if (r == -EAGAIN)
     r = slab_alloc(st, size);
   if (r < 0)

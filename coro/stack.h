@@ -3,14 +3,20 @@
  * Coroutine stacks.
  *
  * Two kinds, one interface:
- *  - guarded: its own mmap with a PROT_NONE guard below it. Costs two entries
- *    of the kernel's per-process map table (vm.max_map_count, 65530 by
- *    default), so only a budget of them may exist at once;
- *  - slab: carved from large shared mappings (one map entry for many stacks),
- *    used past the guarded budget so that a million coroutines fit on a stock
- *    kernel. No guard page: the lowest WEFT__STACK_CANARY bytes are kept zero
- *    and checked at every switch, so an overflow is reported (after the fact)
- *    instead of silently corrupting the neighbour.
+ *  - slab: carved from large shared mappings (one map entry for many stacks).
+ *    On Linux >= 6.13 each slot starts with a guard region
+ *    (MADV_GUARD_INSTALL: it faults like a PROT_NONE page but costs no map
+ *    entry), so every stack has a hardware guard however many there are;
+ *    then all stacks are slab stacks. Below the stack, in any case, the
+ *    lowest WEFT__STACK_CANARY bytes are kept zero and checked at every
+ *    switch, so an overflow that skips the guard (or meets none, on an older
+ *    kernel) is reported after the fact instead of silently corrupting the
+ *    neighbour;
+ *  - guarded, on kernels without guard regions: its own mmap with a
+ *    PROT_NONE guard below it. Costs two entries of the kernel's per-process
+ *    map table (vm.max_map_count, 65530 by default), so only a budget of them
+ *    may exist at once; past it stacks come from slabs, so that a million
+ *    coroutines fit on a stock kernel.
  * Both are mapped MAP_NORESERVE and MADV_NOHUGEPAGE: pages are committed only
  * when touched, and a huge page must not turn a 4 KiB stack into 2 MiB.
  *
@@ -37,6 +43,7 @@ typedef struct weft__stack {
   size_t size;     /* usable bytes; the stack grows down from base + size */
   char *map;       /* start of the mapping (guard included) or of the slot */
   size_t map_len;  /* length of that mapping or slot */
+  size_t guard;    /* bytes at `map` that fault when touched (0: none) */
   size_t request;  /* the page-rounded size asked for: the cache's key */
   unsigned kind;   /* enum weft__stack_kind */
   unsigned vg_id;  /* Valgrind registration, 0 without Valgrind */
@@ -64,7 +71,7 @@ static inline bool weft__stack_canary_ok(const weft__stack *st)
 {
   if (st->kind != WEFT__STACK_SLAB)
     return true;
-  const uint64_t *w = (const uint64_t *)(const void *)st->map;
+  const uint64_t *w = (const uint64_t *)(const void *)(st->base - WEFT__STACK_CANARY);
   uint64_t acc = 0;
   for (size_t i = 0; i < WEFT__STACK_CANARY / sizeof(uint64_t); i++)
     acc |= w[i];
@@ -72,8 +79,17 @@ static inline bool weft__stack_canary_ok(const weft__stack *st)
 }
 
 /* Limit on guarded stacks; a negative value restores the default, derived
- * from vm.max_map_count. Stacks beyond it come from slabs. */
+ * from vm.max_map_count. Stacks beyond it come from slabs. Only used when the
+ * kernel has no guard regions. */
 void weft__stack_set_guard_budget(long budget);
+
+/* Whether slab slots get guard regions: 1 when the kernel has them, 0
+ * (tests: the fallback of older kernels), or -1 to probe the kernel again.
+ * Affects stacks made afterwards; slots made before keep their layout. */
+void weft__stack_set_guard_regions(int on);
+
+/* True when new slab slots get guard regions (probes the kernel once). */
+bool weft__stack_guard_regions(void);
 
 /* Largest number of stacks one thread keeps cached (default 64). */
 void weft__stack_set_cache_limit(unsigned n);

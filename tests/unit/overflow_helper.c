@@ -5,11 +5,18 @@
  * SIGSEGV handler (installed by the first weft__coro_resume) or from the
  * default action it passes foreign faults on to.
  *
- *   overflow_helper named     unbounded recursion in "deep-recursion"
- *   overflow_helper anon      the same in a coroutine without a name
+ *   overflow_helper named     unbounded recursion in "deep-recursion" (on a
+ *                             slab stack with a guard region where the kernel
+ *                             has them, else on a stack of its own mapping)
+ *   overflow_helper mapped    the same on a stack of its own mapping, guard
+ *                             regions turned off
+ *   overflow_helper anon      the same as named in a coroutine without a name
  *   overflow_helper segv-in   a fault on an inaccessible page inside a coroutine
  *   overflow_helper segv-out  the same outside any coroutine, handler installed
  *   overflow_helper canary    a slab (unguarded) stack whose canary is dirtied
+ *
+ * Before it runs the coroutine it prints the kind of stack it got
+ * ("overflow_helper: slab stack, guard 16384").
  *
  * Exit 2 means the helper survived what should have killed it; exit 3 means
  * its setup failed.
@@ -17,6 +24,7 @@
 #include "coro.h"
 #include "stack.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -74,7 +82,7 @@ static void *canary_fn(void *arg)
 {
   (void)arg;
   weft__coro *self = weft__coro_self();
-  self->stack.map[0] = 1;
+  self->stack.base[-(ptrdiff_t)WEFT__STACK_CANARY] = 1; /* the canary's first byte */
   weft__coro_suspend(self);
   return NULL;
 }
@@ -87,6 +95,8 @@ static int run(void *(*fn)(void *), void *arg, const char *name)
     fprintf(stderr, "overflow_helper: cannot create the coroutine\n");
     return 3;
   }
+  fprintf(stderr, "overflow_helper: %s stack, guard %zu\n",
+          co->stack.kind == WEFT__STACK_SLAB ? "slab" : "mapped", co->stack.guard);
   if (weft__coro_resume(co) == WEFT__CORO_SUSPENDED)
     weft__coro_resume(co);
   weft__coro_destroy(co);
@@ -99,6 +109,10 @@ int main(int argc, char **argv)
   const char *mode = argc > 1 ? argv[1] : "";
   if (!strcmp(mode, "named"))
     return run(overflow_fn, NULL, "deep-recursion");
+  if (!strcmp(mode, "mapped")) {
+    weft__stack_set_guard_regions(0);
+    return run(overflow_fn, NULL, "deep-recursion");
+  }
   if (!strcmp(mode, "anon"))
     return run(overflow_fn, NULL, NULL);
   if (!strcmp(mode, "segv-in") || !strcmp(mode, "segv-out")) {
@@ -122,6 +136,6 @@ int main(int argc, char **argv)
     weft__stack_set_guard_budget(0);
     return run(canary_fn, NULL, "scribbler");
   }
-  fprintf(stderr, "usage: overflow_helper named|anon|segv-in|segv-out|canary\n");
+  fprintf(stderr, "usage: overflow_helper named|mapped|anon|segv-in|segv-out|canary\n");
   return 3;
 }

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Suite "coro", part 2 - coroutine stacks: death tests through
- * overflow_helper (guard-page overflow reports, foreign SIGSEGVs passed on,
- * a slab canary overwrite), slab stacks past the guard budget, dirty slab
- * slots not reissued, bad input (-EINVAL) and mmap failure (-ENOMEM).
+ * overflow_helper (overflow reports from a guard region and from a guard
+ * page, foreign SIGSEGVs passed on, a slab canary overwrite), slab stacks
+ * with guard regions, slab stacks past the guard budget of kernels without
+ * them, dirty slab slots not reissued, bad input (-EINVAL) and mmap or
+ * guard failure (-ENOMEM).
  *
  * Criterion runs every test in a process of its own, so the process-wide
  * stack counters start fresh in each; tests still compare against a reading
@@ -108,6 +110,22 @@ Test(coro, guard_page_overflow_named, .timeout = 30)
   static struct death d;
   run_helper("named", &d);
   expect_overflow_report(&d, "deep-recursion");
+  /* Where the kernel has guard regions the default stack is a slab slot
+   * with one, and its guard is what caught the overflow. */
+  char want[64];
+  snprintf(want, sizeof(want), "overflow_helper: %s stack, guard %zu",
+           weft__stack_guard_regions() ? "slab" : "mapped", WEFT__STACK_GUARD);
+  cr_assert_not_null(strstr(d.err, want), "no \"%s\" in:\n%s", want, d.err);
+}
+
+Test(coro, guard_page_overflow_on_own_mapping, .timeout = 30)
+{
+  static struct death d;
+  run_helper("mapped", &d);
+  expect_overflow_report(&d, "deep-recursion");
+  char want[64];
+  snprintf(want, sizeof(want), "overflow_helper: mapped stack, guard %zu", WEFT__STACK_GUARD);
+  cr_assert_not_null(strstr(d.err, want), "no \"%s\" in:\n%s", want, d.err);
 }
 
 Test(coro, guard_page_overflow_anonymous, .timeout = 30)
@@ -186,6 +204,7 @@ static uint64_t deep_expect(uint64_t i)
 
 Test(coro, slab_stacks_past_guard_budget, .timeout = 30)
 {
+  weft__stack_set_guard_regions(0); /* the budget matters only without them */
   weft__stack_cache_drain(); /* a cached guarded stack would be reused */
   weft__stack_set_guard_budget(0);
   weft__stack_counters c0, c1;
@@ -229,6 +248,48 @@ Test(coro, slab_stacks_past_guard_budget, .timeout = 30)
   weft__coro *guarded = make(ret_arg_fn, NULL, 2 * STACK, NULL);
   cr_assert_eq(guarded->stack.kind, WEFT__STACK_GUARDED);
   weft__coro_destroy(guarded);
+  weft__stack_set_guard_regions(-1);
+}
+
+/* With guard regions every stack is a guarded slab slot: no mapping of its
+ * own, however many there are. */
+Test(coro, slab_stacks_get_guard_regions, .timeout = 30)
+{
+  if (!weft__stack_guard_regions())
+    cr_skip_test("no guard regions (MADV_GUARD_INSTALL, Linux 6.13)");
+  weft__stack_cache_drain();
+  weft__stack_counters c0, c1;
+  weft__stack_get_counters(&c0);
+  weft__coro *cos[NSLAB];
+  for (int i = 0; i < NSLAB; i++)
+    cos[i] = make(deep_fn, (void *)(uintptr_t)i, STACK, "guarded-slab");
+  weft__stack_get_counters(&c1);
+  cr_assert_eq(c1.guarded_live, c0.guarded_live);
+  cr_assert_eq(c1.slab_live, c0.slab_live + NSLAB);
+  cr_assert_lt(c1.mmaps - c0.mmaps, 3, "guarded slab stacks share mappings");
+  for (int i = 0; i < NSLAB; i++) {
+    cr_assert_eq(cos[i]->stack.kind, WEFT__STACK_SLAB);
+    cr_assert_eq(cos[i]->stack.guard, WEFT__STACK_GUARD);
+    cr_assert_eq(cos[i]->stack.base, cos[i]->stack.map + WEFT__STACK_GUARD + WEFT__STACK_CANARY);
+    cr_assert_eq(weft__coro_resume(cos[i]), WEFT__CORO_SUSPENDED);
+  }
+  for (int i = 0; i < NSLAB; i++) {
+    cr_assert_eq(weft__coro_resume(cos[i]), WEFT__CORO_FINISHED);
+    cr_assert_eq((uint64_t)(uintptr_t)cos[i]->ret, deep_expect((uint64_t)i));
+    weft__coro_destroy(cos[i]);
+  }
+  /* Released slots keep their guards: the next stack of the size reuses
+   * one, without a new mapping, and an overflow on it still faults (the
+   * death test above runs on such a slot). */
+  weft__stack_cache_drain();
+  weft__stack_get_counters(&c0);
+  weft__coro *again = make(deep_fn, (void *)(uintptr_t)3, STACK, NULL);
+  weft__stack_get_counters(&c1);
+  cr_assert_eq(c1.mmaps, c0.mmaps);
+  cr_assert_eq(again->stack.guard, WEFT__STACK_GUARD);
+  cr_assert_eq(weft__coro_resume(again), WEFT__CORO_SUSPENDED);
+  cr_assert_eq(weft__coro_resume(again), WEFT__CORO_FINISHED);
+  weft__coro_destroy(again);
 }
 
 static void *park_fn(void *arg)
@@ -247,7 +308,7 @@ Test(coro, dirty_slab_slot_not_reissued, .timeout = 30)
   weft__stack_set_guard_budget(0);
   weft__coro *co = make(park_fn, NULL, STACK, NULL);
   cr_assert_eq(weft__coro_resume(co), WEFT__CORO_SUSPENDED);
-  co->stack.map[0] = 1; /* as a stray write from elsewhere would */
+  co->stack.base[-(ptrdiff_t)WEFT__STACK_CANARY] = 1; /* a stray write into the canary */
   weft__coro_destroy(co);
 
   weft__coro *next = NULL;
@@ -310,6 +371,7 @@ Test(coro, bad_input_einval, .timeout = 30)
 
 Test(coro, mmap_failure_enomem_guarded, .timeout = 30)
 {
+  weft__stack_set_guard_regions(0); /* stacks of their own mapping */
   weft__stack_cache_drain(); /* otherwise a cached stack needs no mmap */
   weft__stack_counters c0, c1;
   weft__stack_get_counters(&c0);
@@ -331,6 +393,35 @@ Test(coro, mmap_failure_enomem_guarded, .timeout = 30)
   weft__stack_get_counters(&c1);
   cr_assert_eq(c1.guarded_live, c0.guarded_live);
   cr_assert_eq(c1.mmaps - c0.mmaps, c1.munmaps - c0.munmaps, "a mapping leaked");
+  weft__stack_set_guard_regions(-1);
+}
+
+/* The guard region of a new slot cannot be installed: -ENOMEM, and the slot
+ * is not handed out without it - the next create gets it, guarded. */
+Test(coro, guard_region_failure_enomem, .timeout = 30)
+{
+  if (!weft__stack_guard_regions())
+    cr_skip_test("no guard regions (MADV_GUARD_INSTALL, Linux 6.13)");
+  weft__stack_cache_drain();
+  weft__stack_counters c0, c1;
+  weft__stack_get_counters(&c0);
+  weft__coro *co = NULL;
+  weft__coro_opts o = {.fn = ret_arg_fn, .arg = (void *)(uintptr_t)8, .stack_size = 3 * STACK};
+  weft__fault_arm(WEFT__FAULT_MMAP, 2); /* the slab maps, its first guard fails */
+  cr_assert_eq(weft__coro_create(&co, &o), -ENOMEM);
+  cr_assert_null(co);
+  weft__stack_get_counters(&c1);
+  cr_assert_eq(c1.slab_live, c0.slab_live);
+  cr_assert_eq(c1.mmaps, c0.mmaps + 1, "the slab itself was mapped");
+
+  weft__fault_arm(WEFT__FAULT_MMAP, 0);
+  cr_assert_eq(weft__coro_create(&co, &o), 0);
+  cr_assert_eq(co->stack.guard, WEFT__STACK_GUARD);
+  weft__stack_get_counters(&c0);
+  cr_assert_eq(c0.mmaps, c1.mmaps, "the slab's first slot was still free");
+  cr_assert_eq(weft__coro_resume(co), WEFT__CORO_FINISHED);
+  cr_assert_eq((uintptr_t)co->ret, 8);
+  weft__coro_destroy(co);
 }
 
 Test(coro, mmap_failure_enomem_slab, .timeout = 30)
