@@ -25,7 +25,11 @@
  *
  * Order: messages from one sender to one target arrive in the order sent
  * within each way of sending - direct (ticketed included) in send order, a
- * lane in append order - but there is no order between the two ways.
+ * lane in append order - but there is no order between the two ways. One
+ * exception: a direct message from a coroutine that the kernel refuses to
+ * post (it has no memory for it; counted in weft_stats.msg_failed) is sent
+ * again when the refusal is reaped, so it arrives after the messages sent
+ * meanwhile. It is never lost.
  *
  * Receiving: each shard has two receive queues, the normal one
  * (weft_msg_recv) and the hot one (weft_msg_recv_hot) for the tags marked
