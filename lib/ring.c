@@ -177,14 +177,15 @@ static int send_from_own_ring(int target_fd, uint64_t data, uint32_t len)
 void weft__ring_send_wake(weft__shard *to)
 {
   weft__shard *me = weft__shard_self();
-  if (me) {
+  /* Through our own ring only to a shard of our runtime: a refusal comes
+   * back as a CQE naming it by id, and is sent again. Another runtime's
+   * shard is posted to synchronously, so a refusal is seen here. */
+  if (me && to->rt == me->rt) {
     struct io_uring_sqe *sqe = weft__ring_sqe(me);
     if (sqe) {
       prep_wake(sqe, to->ring_fd);
       sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
       io_uring_sqe_set_data64(sqe, WEFT__UD_WAKE_SENT | ((uint64_t)to->id << 3));
-      if (to->rt != me->rt)
-        sqe->user_data = 0; /* another runtime's shard: no retry bookkeeping */
       /* Sent now, not at the next flush: the running task may compute (or
        * block in weft_runtime_stop) for long, and `wake_pending` already
        * tells other wakers that this message is on its way. */

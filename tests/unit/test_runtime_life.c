@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Suite "runtime_life": the runtime as a whole - many tasks, plain-thread
- * submitters, two runtimes at once, shutdown with blocked tasks, ring flag
+ * submitters, two runtimes at once (a refused wake-up between them
+ * included), shutdown with blocked tasks, ring flag
  * fallback and start-up failures, stats and dump, yield and the plain-thread
  * side of the task API. (Suite "runtime" has weft_run, configuration,
  * placement, spawn errors and join / detach / cancel.) Checks inside
@@ -223,6 +224,66 @@ Test(runtime, two_runtimes_wake_each_other, .timeout = 20)
   rt_stop_idle(a);
   rt_stop_idle(b);
   weft_event_destroy(w.ev);
+  rt_assert_no_leaks();
+}
+
+static bool shard_parked(weft_runtime *rt, int shard)
+{
+  for (int i = 0; i < 20000; i++) {
+    if (atomic_load(&rt->shards[shard].parked)) {
+      usleep(2000);
+      if (atomic_load(&rt->shards[shard].parked))
+        return true;
+    }
+    usleep(500);
+  }
+  return false;
+}
+
+static atomic_bool set_go;
+
+/* Keeps A's shard awake (yielding) until told, then sets the event: the
+ * only message the fault can hit is then the wake-up sent to B. */
+static void *set_event_when_told(void *arg)
+{
+  while (!atomic_load(&set_go))
+    weft_yield();
+  CO_EQ(weft_event_set(arg), 0);
+  return NULL;
+}
+
+/* A coroutine of A wakes a task of B whose shard sleeps, and the kernel
+ * refuses the wake-up message: B's shard must not be left marked as
+ * "a wake-up is on its way" - the next wake-up (here a plain thread's
+ * submit) is sent and B runs both tasks. */
+Test(runtime, refused_wake_to_other_runtime_lets_the_next_one_through, .timeout = 20)
+{
+  weft_runtime *a = rt_start(1);
+  weft_config c;
+  rt_cfg(&c, 1);
+  c.spin_ns = 0; /* an idle shard sleeps in the kernel at once */
+  weft_runtime *b = rt_start_cfg(&c);
+  struct two w = {.b = b, .wait_result = 1};
+  cr_assert_eq(weft_event_create(&w.ev, 0), 0);
+  weft_task *tb, *ta, *tn;
+  cr_assert_eq(weft_runtime_submit(b, NULL, b_waiter, &w, &tb), 0);
+  cr_assert_eq(weft_runtime_submit(a, NULL, set_event_when_told, w.ev, &ta), 0);
+  cr_assert(shard_parked(b, 0), "B's shard never slept");
+  weft__fault_arm(WEFT__FAULT_POST, 1);
+  atomic_store(&set_go, true);
+  cr_assert_eq(weft_join(ta, NULL), 0);
+  cr_assert_eq(atomic_load(&weft__fault_countdown[WEFT__FAULT_POST]), 0,
+               "the wake-up did not go through the synchronous post");
+  cr_assert_eq(weft_runtime_submit(b, NULL, ret_shard, NULL, &tn), 0);
+  void *vb = NULL;
+  cr_assert_eq(weft_join(tb, &vb), 0);
+  cr_assert_eq((intptr_t)vb, 100);
+  cr_assert_eq(w.wait_result, 0);
+  cr_assert_eq(weft_join(tn, NULL), 0);
+  rt_stop_idle(a);
+  rt_stop_idle(b);
+  weft_event_destroy(w.ev);
+  rt_assert_clean();
   rt_assert_no_leaks();
 }
 
