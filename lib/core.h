@@ -180,6 +180,8 @@ struct weft__shard {
   pthread_t thread;
   struct io_uring ring;
   int ring_fd;                  /* for msg_ring senders; -1 until set up */
+  int wake_fd;                  /* eventfd polled by the ring: the wake-up of
+                                   last resort (lib/ring.c); -1 until set up */
   unsigned ring_flags;          /* WEFT_RING_* in use */
   unsigned ring_entries;
   int setup_result;             /* 0 or -errno from ring setup on the thread */
@@ -345,6 +347,11 @@ void weft__ring_teardown(weft__shard *sh);
 struct io_uring_sqe *weft__ring_sqe(weft__shard *sh);
 /* Sends a wake-up message to `to`'s ring from whatever thread this is. */
 void weft__ring_send_wake(weft__shard *to);
+/* The wake-up of last resort, when the kernel refused a message: a write to
+ * `to`'s eventfd. False if even that failed. Any thread. */
+bool weft__ring_wake_by_fd(weft__shard *to);
+/* sh's eventfd poll completed (sh's thread): drain it, re-arm if needed. */
+void weft__ring_wake_fd_cqe(weft__shard *sh, unsigned flags);
 /* Posts a msg_ring message (target CQE: user_data `data`, res `len`) to the
  * ring `target_fd` without using a shard ring: the ring-less send, or this
  * thread's own small ring. Synchronous: 0 once posted, or -errno. Leaves
@@ -355,6 +362,7 @@ extern atomic_uint weft__ring_refused;
 
 /* user_data tags of internal CQEs; op records are 8-aligned pointers. */
 #define WEFT__UD_WAKE ((uint64_t)1)        /* msg_ring wake-up (target side) */
+#define WEFT__UD_WAKE_FD ((uint64_t)(1 | 1 << 3)) /* the eventfd poll (target side) */
 #define WEFT__UD_WAKE_SENT ((uint64_t)2)   /* our msg_ring SQE failed (source) */
 #define WEFT__UD_IGNORE ((uint64_t)3)      /* link timeouts, cancels: nothing to do */
 #define WEFT__UD_MSG ((uint64_t)4)         /* a direct message (target side) */

@@ -9,6 +9,12 @@
  * with its other submissions); a thread without a ring uses the kernel's
  * ring-less send (IORING_REGISTER_SEND_MSG_RING, 6.13) when it works, else a
  * small ring of its own created on first use.
+ *
+ * The kernel can refuse a msg_ring (it needs memory on the way). A shard
+ * that could never be woken would strand what was queued for it, so each
+ * shard also polls an eventfd of its own on its ring (multishot, armed at
+ * setup): a waker whose message was refused writes to it, which allocates
+ * nothing, and the poll's CQE wakes the shard.
  */
 #include "core.h"
 #include "uring_compat.h"
@@ -16,8 +22,10 @@
 #include "../coro/fault.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -88,6 +96,22 @@ int weft__ring_setup(weft__shard *sh)
   sh->ring_fd = sh->ring.ring_fd;
   sh->ring_flags = wflags;
   sh->ring_entries = sh->ring.sq.ring_entries;
+  sh->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (sh->wake_fd < 0) {
+    r = -errno;
+    weft__ring_teardown(sh);
+    return r;
+  }
+  /* Armed now, from the shard's thread (the ring's only submitter). Not
+   * counted in `inflight`: it lives as long as the ring, which cancels it. */
+  struct io_uring_sqe *sqe = io_uring_get_sqe(&sh->ring);
+  io_uring_prep_poll_multishot(sqe, sh->wake_fd, POLLIN);
+  io_uring_sqe_set_data64(sqe, WEFT__UD_WAKE_FD);
+  r = io_uring_submit(&sh->ring);
+  if (r < 0) {
+    weft__ring_teardown(sh);
+    return r;
+  }
   return 0;
 }
 
@@ -96,6 +120,36 @@ void weft__ring_teardown(weft__shard *sh)
   if (sh->ring_fd >= 0) {
     io_uring_queue_exit(&sh->ring);
     sh->ring_fd = -1;
+  }
+  if (sh->wake_fd >= 0) {
+    close(sh->wake_fd);
+    sh->wake_fd = -1;
+  }
+}
+
+bool weft__ring_wake_by_fd(weft__shard *to)
+{
+  int saved = errno;
+  uint64_t one = 1;
+  bool ok = write(to->wake_fd, &one, sizeof(one)) == (ssize_t)sizeof(one);
+  errno = saved;
+  return ok;
+}
+
+void weft__ring_wake_fd_cqe(weft__shard *sh, unsigned flags)
+{
+  int saved = errno;
+  uint64_t n;
+  while (read(sh->wake_fd, &n, sizeof(n)) == (ssize_t)sizeof(n))
+    ; /* nonblocking: drained */
+  errno = saved;
+  if (flags & IORING_CQE_F_MORE)
+    return;
+  /* The kernel ended the multishot poll (a full CQ, say): arm it again. */
+  struct io_uring_sqe *sqe = weft__ring_sqe(sh);
+  if (sqe) {
+    io_uring_prep_poll_multishot(sqe, sh->wake_fd, POLLIN);
+    io_uring_sqe_set_data64(sqe, WEFT__UD_WAKE_FD);
   }
 }
 
@@ -195,9 +249,9 @@ void weft__ring_send_wake(weft__shard *to)
       return;
     }
   }
-  if (weft__ring_post_msg(to->ring_fd, WEFT__UD_WAKE, 0) < 0) {
-    /* Not sent (no memory for a ring, or the target is going away): let the
-     * next waker try rather than leave a wake-up marked as on its way. */
+  if (weft__ring_post_msg(to->ring_fd, WEFT__UD_WAKE, 0) < 0 && !weft__ring_wake_by_fd(to)) {
+    /* Neither way worked (the target is going away): let the next waker
+     * try rather than leave a wake-up marked as on its way. */
     atomic_store_explicit(&to->wake_pending, 0, memory_order_release);
   }
 }

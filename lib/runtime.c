@@ -142,6 +142,7 @@ int weft_runtime_start(weft_runtime **out, const weft_config *cfg_in)
     sh->rt = rt;
     sh->id = i;
     sh->ring_fd = -1; /* no ring yet: runtime_free must not close fd 0 */
+    sh->wake_fd = -1;
     sh->list_lock = (weft__spin)WEFT__SPIN_INIT;
   }
   rt->cfg = cfg;

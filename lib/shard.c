@@ -260,13 +260,16 @@ static void dispatch(weft__shard *sh, uint64_t ud, int res, unsigned flags)
       weft__op_cqe_dispatch(sh, (weft__op *)(uintptr_t)ud, res, flags);
     return;
   case WEFT__UD_WAKE:
+    if (ud == WEFT__UD_WAKE_FD)
+      weft__ring_wake_fd_cqe(sh, flags);
     atomic_store_explicit(&sh->wake_pending, 0, memory_order_release);
     return;
   case WEFT__UD_WAKE_SENT: {
-    /* A wake-up we sent failed (the target's CQ overflowed, or it is going
-     * away): let the next waker try again. */
+    /* A wake-up we sent was refused: wake the target through its eventfd,
+     * or let the next waker try again. */
     weft__shard *to = &sh->rt->shards[ud >> 3];
-    if (res < 0 && !atomic_load_explicit(&sh->rt->stopping, memory_order_relaxed)) {
+    if (res < 0 && !atomic_load_explicit(&sh->rt->stopping, memory_order_relaxed) &&
+        !weft__ring_wake_by_fd(to)) {
       atomic_store_explicit(&to->wake_pending, 0, memory_order_release);
       weft__shard_notify(to);
     }

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Suite "runtime_life": the runtime as a whole - many tasks, plain-thread
- * submitters, two runtimes at once (a refused wake-up between them
- * included), shutdown with blocked tasks, ring flag
+ * submitters, refused wake-ups (the eventfd fallback; between two
+ * runtimes), two runtimes at once, shutdown with blocked tasks, ring flag
  * fallback and start-up failures, stats and dump, yield and the plain-thread
  * side of the task API. (Suite "runtime" has weft_run, configuration,
  * placement, spawn errors and join / detach / cancel.) Checks inside
@@ -283,6 +283,38 @@ Test(runtime, refused_wake_to_other_runtime_lets_the_next_one_through, .timeout 
   rt_stop_idle(a);
   rt_stop_idle(b);
   weft_event_destroy(w.ev);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+/* A plain thread submits to a sleeping shard and the kernel refuses the
+ * wake-up message: the shard is woken through its eventfd and runs the
+ * task, rather than sleeping on with it queued. */
+Test(runtime, refused_wake_falls_back_to_the_eventfd, .timeout = 20)
+{
+  weft_config c;
+  rt_cfg(&c, 2);
+  c.spin_ns = 0;
+  c.steal = false; /* shard 1 must run it: nobody else takes it */
+  weft_runtime *rt = rt_start_cfg(&c);
+  cr_assert(shard_parked(rt, 1), "shard 1 never slept");
+  weft__fault_arm(WEFT__FAULT_POST, 1);
+  weft_spawn_opts o;
+  weft_spawn_opts_init(&o);
+  o.placement = WEFT_PLACE_PINNED;
+  o.shard = 1;
+  weft_task *t;
+  cr_assert_eq(weft_runtime_submit(rt, &o, ret_shard, NULL, &t), 0);
+  cr_assert_eq(atomic_load(&weft__fault_countdown[WEFT__FAULT_POST]), 0,
+               "no wake-up message was refused");
+  void *v = NULL;
+  cr_assert_eq(weft_join(t, &v), 0);
+  cr_assert_eq((intptr_t)v, 1);
+  /* The message path works again afterwards. */
+  cr_assert(shard_parked(rt, 1), "shard 1 never slept again");
+  cr_assert_eq(weft_runtime_submit(rt, &o, ret_shard, NULL, &t), 0);
+  cr_assert_eq(weft_join(t, &v), 0);
+  rt_stop_idle(rt);
   rt_assert_clean();
   rt_assert_no_leaks();
 }
