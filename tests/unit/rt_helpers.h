@@ -130,6 +130,19 @@ static inline uint64_t rt_live(weft_runtime *rt)
   return weft_stats_get(rt, -1, &s) == 0 ? s.live : UINT64_MAX;
 }
 
+/* Submits fn(arg) to `shard` of rt, pinned there, from a plain thread. */
+static inline weft_task *rt_submit_on(weft_runtime *rt, int shard, void *(*fn)(void *), void *arg)
+{
+  weft_spawn_opts o;
+  weft_spawn_opts_init(&o);
+  o.placement = WEFT_PLACE_PINNED;
+  o.shard = shard;
+  weft_task *t = NULL;
+  int r = weft_runtime_submit(rt, &o, fn, arg, &t);
+  cr_assert_eq(r, 0, "weft_runtime_submit: %s", weft_strerror(r));
+  return t;
+}
+
 /* The clean-shutdown check: nothing alive any more, then a stop that works.
  * A joiner is released just before its task leaves the live count, so the
  * count may lag a join by a moment: poll it. */

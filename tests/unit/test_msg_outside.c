@@ -7,8 +7,7 @@
  * each way of sending.
  */
 #include "msg_test.h"
-
-#include <unistd.h>
+#include "rt_internal.h"
 
 #define TAG_LANE 8
 
@@ -160,17 +159,6 @@ static void xflush_send(weft_runtime *rt, int shard)
   xflush_send_range(rt, shard, 0, XF_N);
 }
 
-static weft_task *xflush_submit(weft_runtime *rt, int shard, void *(*fn)(void *), void *arg)
-{
-  weft_spawn_opts o;
-  weft_spawn_opts_init(&o);
-  o.placement = WEFT_PLACE_PINNED;
-  o.shard = shard;
-  weft_task *t;
-  cr_assert_eq(weft_runtime_submit(rt, &o, fn, arg, &t), 0);
-  return t;
-}
-
 static void *xflush_own_runtime(void *arg)
 {
   (void)arg;
@@ -198,7 +186,7 @@ Test(msg, plain_thread_flush_waits_until_targets_took_the_lanes, .timeout = 60)
   cr_assert_eq(weft_msg_flush_rt(rt, weft_now()), 0);
 
   struct xflush x = {.rt = rt};
-  weft_task *busy = xflush_submit(rt, 1, xflush_busy, &x);
+  weft_task *busy = rt_submit_on(rt, 1, xflush_busy, &x);
   while (!atomic_load(&x.busy))
     sched_yield();
   xflush_send(rt, 0);
@@ -213,12 +201,12 @@ Test(msg, plain_thread_flush_waits_until_targets_took_the_lanes, .timeout = 60)
   uint32_t want = XF_N * (XF_N - 1) / 2;
   for (int shard = 0; shard < 2; shard++) {
     void *sum;
-    cr_assert_eq(weft_join(xflush_submit(rt, shard, xflush_count, NULL), &sum), 0);
+    cr_assert_eq(weft_join(rt_submit_on(rt, shard, xflush_count, NULL), &sum), 0);
     cr_assert_eq((uint32_t)(uintptr_t)sum, want);
   }
 
-  weft_task *d = xflush_submit(rt, 1, xflush_drain_one, NULL);
-  cr_assert_eq(weft_join(xflush_submit(rt, 0, xflush_own_runtime, NULL), NULL), 0);
+  weft_task *d = rt_submit_on(rt, 1, xflush_drain_one, NULL);
+  cr_assert_eq(weft_join(rt_submit_on(rt, 0, xflush_own_runtime, NULL), NULL), 0);
   cr_assert_eq(weft_join(d, NULL), 0);
   rt_stop_idle(rt);
   rt_assert_clean();
@@ -238,7 +226,7 @@ Test(msg, plain_thread_flush_rings_a_lane_whose_doorbell_was_refused, .timeout =
   weft__fault_arm(WEFT__FAULT_POST, 0);
   cr_assert_eq(weft_msg_flush_rt(rt, WEFT_NO_DEADLINE), 0);
   void *sum;
-  cr_assert_eq(weft_join(xflush_submit(rt, 1, xflush_count, NULL), &sum), 0);
+  cr_assert_eq(weft_join(rt_submit_on(rt, 1, xflush_count, NULL), &sum), 0);
   cr_assert_eq((uint32_t)(uintptr_t)sum, XF_N * (XF_N - 1) / 2);
   /* The flush's own doorbell refused: the kernel's error, and the lane is
    * still rung by the next producer or flush. */
@@ -249,7 +237,7 @@ Test(msg, plain_thread_flush_rings_a_lane_whose_doorbell_was_refused, .timeout =
   weft__fault_arm(WEFT__FAULT_POST, 0);
   xflush_send_range(rt, 1, 50, XF_N);
   cr_assert_eq(weft_msg_flush_rt(rt, WEFT_NO_DEADLINE), 0);
-  cr_assert_eq(weft_join(xflush_submit(rt, 1, xflush_count, NULL), &sum), 0);
+  cr_assert_eq(weft_join(rt_submit_on(rt, 1, xflush_count, NULL), &sum), 0);
   cr_assert_eq((uint32_t)(uintptr_t)sum, XF_N * (XF_N - 1) / 2);
   rt_stop_idle(rt);
   rt_assert_clean();
@@ -269,21 +257,6 @@ static void *park_receiver(void *arg)
   }
   CO_EQ(weft_counter_take(2, in_ms(10000)), 7);
   return (void *)(uintptr_t)sum;
-}
-
-/* Waits until shard 1 sleeps in the kernel (the shard's own flag, set
- * before it enters io_uring_enter to wait), and a little longer. */
-static bool wait_parked(weft_runtime *rt)
-{
-  for (int i = 0; i < 20000; i++) {
-    if (atomic_load(&rt->shards[1].parked)) {
-      usleep(2000);
-      if (atomic_load(&rt->shards[1].parked))
-        return true;
-    }
-    usleep(500);
-  }
-  return false;
 }
 
 static void *park_from_shard0(void *arg)
@@ -315,18 +288,18 @@ Test(msg, parked_target_wakes, .timeout = 60)
   weft_task *r, *s;
   cr_assert_eq(weft_runtime_submit(rt, &o, park_receiver, NULL, &r), 0);
   /* Each way of sending, each time to a sleeping shard 1. */
-  cr_assert(wait_parked(rt));
+  cr_assert(rt_wait_parked(rt, 1));
   o.shard = 0;
   cr_assert_eq(weft_runtime_submit(rt, &o, park_from_shard0, NULL, &s), 0); /* direct: 1 */
   cr_assert_eq(weft_join(s, NULL), 0);
-  cr_assert(wait_parked(rt));
+  cr_assert(rt_wait_parked(rt, 1));
   cr_assert_eq(weft_runtime_submit(rt, &o, park_many_from_shard0, NULL, &s), 0); /* lane: 3 */
   cr_assert_eq(weft_join(s, NULL), 0);
-  cr_assert(wait_parked(rt));
+  cr_assert(rt_wait_parked(rt, 1));
   cr_assert_eq(weft_msg_send_rt(rt, 1, 1, 10), 0); /* plain thread, direct */
-  cr_assert(wait_parked(rt));
+  cr_assert(rt_wait_parked(rt, 1));
   cr_assert_eq(weft_msg_send_many_rt(rt, 1, &(weft_msg){.tag = 1, .val = 20}, 1), 1);
-  cr_assert(wait_parked(rt));
+  cr_assert(rt_wait_parked(rt, 1));
   cr_assert_eq(weft_counter_add_rt(rt, 1, 2, 7), 0);
   void *sum;
   cr_assert_eq(weft_join(r, &sum), 0);

@@ -8,7 +8,7 @@
  * placement, spawn errors and join / detach / cancel.) Checks inside
  * coroutines go through CO_CHECK / CO_EQ (see rt_helpers.h).
  */
-#include "rt_helpers.h"
+#include "rt_internal.h"
 
 #include "core.h"
 #include "fault.h"
@@ -227,19 +227,6 @@ Test(runtime, two_runtimes_wake_each_other, .timeout = 20)
   rt_assert_no_leaks();
 }
 
-static bool shard_parked(weft_runtime *rt, int shard)
-{
-  for (int i = 0; i < 20000; i++) {
-    if (atomic_load(&rt->shards[shard].parked)) {
-      usleep(2000);
-      if (atomic_load(&rt->shards[shard].parked))
-        return true;
-    }
-    usleep(500);
-  }
-  return false;
-}
-
 static atomic_bool set_go;
 
 /* Keeps A's shard awake (yielding) until told, then sets the event: the
@@ -268,7 +255,7 @@ Test(runtime, refused_wake_to_other_runtime_lets_the_next_one_through, .timeout 
   weft_task *tb, *ta, *tn;
   cr_assert_eq(weft_runtime_submit(b, NULL, b_waiter, &w, &tb), 0);
   cr_assert_eq(weft_runtime_submit(a, NULL, set_event_when_told, w.ev, &ta), 0);
-  cr_assert(shard_parked(b, 0), "B's shard never slept");
+  cr_assert(rt_wait_parked(b, 0), "B's shard never slept");
   weft__fault_arm(WEFT__FAULT_POST, 1);
   atomic_store(&set_go, true);
   cr_assert_eq(weft_join(ta, NULL), 0);
@@ -297,23 +284,17 @@ Test(runtime, refused_wake_falls_back_to_the_eventfd, .timeout = 20)
   c.spin_ns = 0;
   c.steal = false; /* shard 1 must run it: nobody else takes it */
   weft_runtime *rt = rt_start_cfg(&c);
-  cr_assert(shard_parked(rt, 1), "shard 1 never slept");
+  cr_assert(rt_wait_parked(rt, 1), "shard 1 never slept");
   weft__fault_arm(WEFT__FAULT_POST, 1);
-  weft_spawn_opts o;
-  weft_spawn_opts_init(&o);
-  o.placement = WEFT_PLACE_PINNED;
-  o.shard = 1;
-  weft_task *t;
-  cr_assert_eq(weft_runtime_submit(rt, &o, ret_shard, NULL, &t), 0);
+  weft_task *t = rt_submit_on(rt, 1, ret_shard, NULL);
   cr_assert_eq(atomic_load(&weft__fault_countdown[WEFT__FAULT_POST]), 0,
                "no wake-up message was refused");
   void *v = NULL;
   cr_assert_eq(weft_join(t, &v), 0);
   cr_assert_eq((intptr_t)v, 1);
   /* The message path works again afterwards. */
-  cr_assert(shard_parked(rt, 1), "shard 1 never slept again");
-  cr_assert_eq(weft_runtime_submit(rt, &o, ret_shard, NULL, &t), 0);
-  cr_assert_eq(weft_join(t, &v), 0);
+  cr_assert(rt_wait_parked(rt, 1), "shard 1 never slept again");
+  cr_assert_eq(weft_join(rt_submit_on(rt, 1, ret_shard, NULL), &v), 0);
   rt_stop_idle(rt);
   rt_assert_clean();
   rt_assert_no_leaks();
