@@ -109,6 +109,21 @@ static weft__lane *lane_for(weft__shard *to, unsigned src, unsigned capacity)
   return l;
 }
 
+/* Rings the lane of plain threads into `to`, whose bell the caller just
+ * raised. A refused doorbell falls back to the shard's eventfd, whose
+ * wake-up drains that lane too. If even that fails, the bell goes down for
+ * the next ringer and the flushers waiting for the lane look again (one of
+ * them rings it). */
+static int ring_external_lane(weft__shard *to, weft__lane *l)
+{
+  int r = weft__ring_post_msg(to->ring_fd, ud_bell(WEFT__BELL_LANE, (unsigned)to->rt->nshards), 0);
+  if (r == 0 || weft__ring_wake_by_fd(to))
+    return 0;
+  atomic_store_explicit(&l->bell, 0, memory_order_seq_cst);
+  weft__msg_release_waiters(&to->msg->ext_flush_q);
+  return r;
+}
+
 int weft_msg_send_many_rt(weft_runtime *rt, int shard, const weft_msg *msgs, size_t n)
 {
   weft__shard *me, *to;
@@ -139,12 +154,10 @@ int weft_msg_send_many_rt(weft_runtime *rt, int shard, const weft_msg *msgs, siz
       weft__msg_bell(me, to, WEFT__BELL_LANE, src);
     else if (k)
       weft__count(&me->stats.msg_doorbells_coalesced, 1);
-  } else if (ring && weft__ring_post_msg(to->ring_fd, ud_bell(WEFT__BELL_LANE, src), 0) < 0) {
-    /* Queued but not rung: the next producer rings (the messages are
-     * delivered with it), rather than the lane staying marked as rung.
-     * Flushers waiting for this lane look again (and ring themselves). */
-    atomic_store_explicit(&l->bell, 0, memory_order_seq_cst);
-    weft__msg_release_waiters(&to->msg->ext_flush_q);
+  } else if (ring) {
+    /* Queued either way: if it could not be rung, the next producer or a
+     * flush rings it (the messages are delivered then). */
+    (void)ring_external_lane(to, l);
   }
   return k ? (int)k : -EAGAIN;
 }
@@ -256,12 +269,9 @@ static int flush_external_lane(weft__shard *to, int64_t deadline)
     if ((int32_t)(atomic_load_explicit(&l->head, memory_order_acquire) - snap) >= 0)
       return 0;
     if (weft__lane_needs_bell(l)) {
-      int r = weft__ring_post_msg(to->ring_fd, ud_bell(WEFT__BELL_LANE, src), 0);
-      if (r < 0) {
-        atomic_store_explicit(&l->bell, 0, memory_order_seq_cst);
-        weft__msg_release_waiters(&to->msg->ext_flush_q);
+      int r = ring_external_lane(to, l);
+      if (r < 0)
         return r;
-      }
     }
     weft__waiter w;
     weft__waiter_init(&w);
@@ -419,7 +429,8 @@ int weft_counter_add_rt(weft_runtime *rt, int shard, uint16_t tag, uint32_t n)
     weft__msg_bell(me, to, WEFT__BELL_COUNTER, tag);
     return 0;
   }
-  return weft__ring_post_msg(to->ring_fd, ud_bell(WEFT__BELL_COUNTER, tag), 0);
+  r = weft__ring_post_msg(to->ring_fd, ud_bell(WEFT__BELL_COUNTER, tag), 0);
+  return r == 0 || weft__ring_wake_by_fd(to) ? 0 : r;
 }
 
 int weft_counter_add(int shard, uint16_t tag, uint32_t n)

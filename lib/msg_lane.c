@@ -189,6 +189,32 @@ static void lane_drain(weft__shard *sh, unsigned src)
   }
 }
 
+/* Counter `tag` of sh became non-zero: wake one taker. */
+static void counter_rung(weft__shard *sh, unsigned tag)
+{
+  weft__waitq *q = &sh->msg->counter_q[tag];
+  weft__waiter *w;
+  weft__spin_lock(&q->lock);
+  while ((w = weft__waitq_pop(q)) && !weft__waiter_claim(w))
+    ;
+  weft__spin_unlock(&q->lock);
+  if (w)
+    weft__waiter_complete(w, 0);
+}
+
+void weft__msg_catch_up(weft__shard *sh)
+{
+  if (!sh->msg)
+    return;
+  lane_drain(sh, (unsigned)sh->rt->nshards);
+  /* Takers queue and dequeue on this thread only: their queue heads can be
+   * read without the lock. Rare, so a scan of every counter is fine. */
+  for (unsigned tag = 0; tag < sh->rt->msg->ncounters; tag++)
+    if (sh->msg->counter_q[tag].head &&
+        atomic_load_explicit(&sh->msg->counters[tag], memory_order_acquire))
+      counter_rung(sh, tag);
+}
+
 /* ---- sending from a shard of the same runtime ----------------------------------------- */
 
 static bool give_up_resend(weft__shard *sh, int res)
@@ -260,16 +286,8 @@ void weft__msg_cqe(weft__shard *sh, uint64_t ud, int res)
       if (payload <= (unsigned)rt->nshards)
         lane_drain(sh, payload);
     } else if (kind == WEFT__BELL_COUNTER) {
-      if (payload < rt->msg->ncounters) {
-        weft__waitq *q = &sh->msg->counter_q[payload];
-        weft__waiter *w;
-        weft__spin_lock(&q->lock);
-        while ((w = weft__waitq_pop(q)) && !weft__waiter_claim(w))
-          ;
-        weft__spin_unlock(&q->lock);
-        if (w)
-          weft__waiter_complete(w, 0);
-      }
+      if (payload < rt->msg->ncounters)
+        counter_rung(sh, payload);
     } else if (kind == WEFT__BELL_ACK) {
       weft__msg_release_waiters(&sh->msg->flush_q);
     }

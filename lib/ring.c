@@ -14,7 +14,8 @@
  * that could never be woken would strand what was queued for it, so each
  * shard also polls an eventfd of its own on its ring (multishot, armed at
  * setup): a waker whose message was refused writes to it, which allocates
- * nothing, and the poll's CQE wakes the shard.
+ * nothing, and the poll's CQE wakes the shard - which then also does what a
+ * refused doorbell of a plain thread would have done (weft__msg_catch_up).
  */
 #include "core.h"
 #include "uring_compat.h"
@@ -129,6 +130,8 @@ void weft__ring_teardown(weft__shard *sh)
 
 bool weft__ring_wake_by_fd(weft__shard *to)
 {
+  if (weft__fault_hit(WEFT__FAULT_WAKE_FD))
+    return false;
   int saved = errno;
   uint64_t one = 1;
   bool ok = write(to->wake_fd, &one, sizeof(one)) == (ssize_t)sizeof(one);
@@ -143,6 +146,8 @@ void weft__ring_wake_fd_cqe(weft__shard *sh, unsigned flags)
   while (read(sh->wake_fd, &n, sizeof(n)) == (ssize_t)sizeof(n))
     ; /* nonblocking: drained */
   errno = saved;
+  /* A refused doorbell of the plain threads' lanes also ends up here. */
+  weft__msg_catch_up(sh);
   if (flags & IORING_CQE_F_MORE)
     return;
   /* The kernel ended the multishot poll (a full CQ, say): arm it again. */

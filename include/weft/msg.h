@@ -184,9 +184,11 @@ WEFT_API int weft_msg_hot_tag(weft_runtime *rt, uint16_t tag, bool hot);
  * exact under any number of concurrent adders. */
 WEFT_API int weft_counter_add(int shard, uint16_t tag, uint32_t n);
 
-/* The same from any thread. If a plain thread's doorbell cannot be sent,
- * the add still counts (it is returned by the next take) and the kernel's
- * error is returned: a taker already waiting may sleep until the next add. */
+/* The same from any thread. If the kernel refuses a plain thread's
+ * doorbell, the shard is woken through an eventfd of its own instead and
+ * does what the doorbell would have. Only if that fails too is the
+ * kernel's error returned: the add still counts (the next take returns it),
+ * but a taker already waiting may sleep until the next add. */
 WEFT_API int weft_counter_add_rt(weft_runtime *rt, int shard, uint16_t tag, uint32_t n);
 
 /* Takes counter `tag` of the calling coroutine's shard: returns its sum

@@ -3,7 +3,8 @@
  * Suite "msg", from outside a shard and to a sleeping one: plain-thread
  * senders (the external sender id, order per thread and tag), a plain
  * thread's flush (it waits until the targets took the shared lanes, its
- * deadline, a doorbell the kernel refused), and a parked target woken by
+ * deadline, a lane nobody could ring), refused doorbells (a lane's, a
+ * counter's) replaced by the shard's eventfd, and a parked target woken by
  * each way of sending.
  */
 #include "msg_test.h"
@@ -213,30 +214,94 @@ Test(msg, plain_thread_flush_waits_until_targets_took_the_lanes, .timeout = 60)
   rt_assert_no_leaks();
 }
 
-Test(msg, plain_thread_flush_rings_a_lane_whose_doorbell_was_refused, .timeout = 60)
+/* Receives XF_N messages on this shard, waiting for them (no flush helps). */
+static void *xflush_recv_all(void *arg)
+{
+  (void)arg;
+  weft_msg m[64];
+  uint32_t n = 0, sum = 0;
+  while (n < XF_N) {
+    int got = weft_msg_recv_many(m, 64, 0, in_ms(10000));
+    CO_CHECK(got > 0);
+    if (got <= 0)
+      break;
+    for (int i = 0; i < got; i++) {
+      CO_EQ(m[i].val, n);
+      sum += m[i].val;
+      n++;
+    }
+  }
+  return (void *)(uintptr_t)sum;
+}
+
+Test(msg, refused_lane_doorbell_is_rung_through_the_eventfd, .timeout = 60)
 {
   weft_runtime *rt = rt_start(2);
-  /* The producer's doorbell fails: its messages are queued (one batch, one
-   * doorbell), the lane is left for the next ringer - here the flush. */
+  /* One batch, one doorbell, and the kernel refuses it: the shard is woken
+   * through its eventfd and drains the lane, with nobody flushing. */
   static weft_msg all[XF_N];
   for (uint32_t i = 0; i < XF_N; i++)
     all[i] = (weft_msg){.tag = 3, .val = i};
+  weft_task *r = rt_submit_on(rt, 1, xflush_recv_all, NULL);
   weft__fault_arm(WEFT__FAULT_POST, 1);
   cr_assert_eq(weft_msg_send_many_rt(rt, 1, all, XF_N), XF_N);
-  weft__fault_arm(WEFT__FAULT_POST, 0);
-  cr_assert_eq(weft_msg_flush_rt(rt, WEFT_NO_DEADLINE), 0);
+  cr_assert_eq(atomic_load(&weft__fault_countdown[WEFT__FAULT_POST]), 0);
   void *sum;
-  cr_assert_eq(weft_join(rt_submit_on(rt, 1, xflush_count, NULL), &sum), 0);
+  cr_assert_eq(weft_join(r, &sum), 0);
   cr_assert_eq((uint32_t)(uintptr_t)sum, XF_N * (XF_N - 1) / 2);
-  /* The flush's own doorbell refused: the kernel's error, and the lane is
-   * still rung by the next producer or flush. */
+  rt_stop_idle(rt);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+static void *xflush_take(void *arg)
+{
+  (void)arg;
+  return (void *)(intptr_t)weft_counter_take(2, in_ms(10000));
+}
+
+/* A counter's doorbell refused: the same fallback wakes the waiting taker. */
+Test(msg, refused_counter_doorbell_is_rung_through_the_eventfd, .timeout = 60)
+{
+  weft_runtime *rt = rt_start(2);
+  weft_task *taker = rt_submit_on(rt, 1, xflush_take, NULL);
+  cr_assert(rt_wait_parked(rt, 1), "the taker's shard never slept");
   weft__fault_arm(WEFT__FAULT_POST, 1);
+  cr_assert_eq(weft_counter_add_rt(rt, 1, 2, 7), 0);
+  cr_assert_eq(atomic_load(&weft__fault_countdown[WEFT__FAULT_POST]), 0);
+  void *v;
+  cr_assert_eq(weft_join(taker, &v), 0);
+  cr_assert_eq((intptr_t)v, 7);
+  /* Both ways refused: the add counts, the error is the kernel's. */
+  weft__fault_arm(WEFT__FAULT_POST, 1);
+  weft__fault_arm(WEFT__FAULT_WAKE_FD, 1);
+  cr_assert_eq(weft_counter_add_rt(rt, 1, 2, 5), -ENOMEM);
+  cr_assert_eq(weft_join(rt_submit_on(rt, 1, xflush_take, NULL), &v), 0);
+  cr_assert_eq((intptr_t)v, 5);
+  rt_stop_idle(rt);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+Test(msg, plain_thread_flush_rings_a_lane_nobody_could_ring, .timeout = 60)
+{
+  weft_runtime *rt = rt_start(2);
+  /* Both ways refused for the producer: the lane is left for the next
+   * ringer - here the flush. */
+  weft__fault_arm(WEFT__FAULT_POST, 1);
+  weft__fault_arm(WEFT__FAULT_WAKE_FD, 1);
   xflush_send_range(rt, 1, 0, 50);
+  /* The same for the flush's own doorbell: the kernel's error. */
   weft__fault_arm(WEFT__FAULT_POST, 1);
+  weft__fault_arm(WEFT__FAULT_WAKE_FD, 1);
   cr_assert_eq(weft_msg_flush_rt(rt, WEFT_NO_DEADLINE), -ENOMEM);
   weft__fault_arm(WEFT__FAULT_POST, 0);
+  weft__fault_arm(WEFT__FAULT_WAKE_FD, 0);
+  /* Nothing rang it since: the next flush does. */
+  cr_assert_eq(weft_msg_flush_rt(rt, WEFT_NO_DEADLINE), 0);
   xflush_send_range(rt, 1, 50, XF_N);
   cr_assert_eq(weft_msg_flush_rt(rt, WEFT_NO_DEADLINE), 0);
+  void *sum;
   cr_assert_eq(weft_join(rt_submit_on(rt, 1, xflush_count, NULL), &sum), 0);
   cr_assert_eq((uint32_t)(uintptr_t)sum, XF_N * (XF_N - 1) / 2);
   rt_stop_idle(rt);

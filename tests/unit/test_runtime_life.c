@@ -292,9 +292,16 @@ Test(runtime, refused_wake_falls_back_to_the_eventfd, .timeout = 20)
   void *v = NULL;
   cr_assert_eq(weft_join(t, &v), 0);
   cr_assert_eq((intptr_t)v, 1);
-  /* The message path works again afterwards. */
+  /* Both ways refused: the task waits, queued, and the shard is not left
+   * marked as being woken - the next submit wakes it for both. */
   cr_assert(rt_wait_parked(rt, 1), "shard 1 never slept again");
+  weft__fault_arm(WEFT__FAULT_POST, 1);
+  weft__fault_arm(WEFT__FAULT_WAKE_FD, 1);
+  weft_task *t2 = rt_submit_on(rt, 1, ret_shard, NULL);
+  cr_assert_eq(atomic_load(&weft__fault_countdown[WEFT__FAULT_WAKE_FD]), 0);
   cr_assert_eq(weft_join(rt_submit_on(rt, 1, ret_shard, NULL), &v), 0);
+  cr_assert_eq(weft_join(t2, &v), 0);
+  cr_assert_eq((intptr_t)v, 1);
   rt_stop_idle(rt);
   rt_assert_clean();
   rt_assert_no_leaks();
