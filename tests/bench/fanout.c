@@ -150,18 +150,29 @@ struct raw_forkjoin {
   bool skewed;
   int iterations;
   _Atomic uint64_t published; /* requests handed out so far (1-based) */
-  _Atomic uint32_t next_branch, branches_done;
+  /* The request being claimed (its `published` number, high 32 bits) and
+   * its next branch (low 32). Tagged, so that a thread still leaving the
+   * previous request cannot claim a branch of this one as that one's. */
+  _Atomic uint64_t claim;
+  _Atomic uint32_t branches_done;
   uint64_t results[BRANCHES];
   uint64_t checksum;  /* of the last iteration, as the others */
   double ns_per_iter;
 };
 
-static void raw_claim_branches(struct raw_forkjoin *f, uint64_t req)
+/* Claims and computes branches of request number `seq` (request `req` of
+ * the iteration) until none is left. */
+static void raw_claim_branches(struct raw_forkjoin *f, uint64_t seq, uint64_t req)
 {
-  uint32_t b;
-  while ((b = atomic_fetch_add(&f->next_branch, 1)) < BRANCHES) {
+  uint64_t v = atomic_load_explicit(&f->claim, memory_order_acquire);
+  while (v >> 32 == seq && (v & 0xffffffffu) < BRANCHES) {
+    if (!atomic_compare_exchange_weak_explicit(&f->claim, &v, v + 1, memory_order_acq_rel,
+                                               memory_order_acquire))
+      continue;
+    uint64_t b = v & 0xffffffffu;
     f->results[b] = synthetic_work((req << 32) ^ b, branch_iters(f->skewed, req, b));
     atomic_fetch_add_explicit(&f->branches_done, 1, memory_order_release);
+    v = atomic_load_explicit(&f->claim, memory_order_acquire);
   }
 }
 
@@ -174,7 +185,7 @@ static void *raw_helper(void *arg)
     while ((p = atomic_load_explicit(&f->published, memory_order_acquire)) == seen)
       __builtin_ia32_pause();
     seen = p;
-    raw_claim_branches(f, (seen - 1) % REQUESTS);
+    raw_claim_branches(f, seen, (seen - 1) % REQUESTS);
   }
   return NULL;
 }
@@ -189,9 +200,9 @@ static void *raw_dispatcher(void *arg)
     f->checksum = 0;
     for (uint64_t req = 0; req < REQUESTS; req++) {
       atomic_store_explicit(&f->branches_done, 0, memory_order_relaxed);
-      atomic_store_explicit(&f->next_branch, 0, memory_order_relaxed);
-      atomic_store_explicit(&f->published, ++published, memory_order_release);
-      raw_claim_branches(f, req);
+      atomic_store_explicit(&f->claim, ++published << 32, memory_order_release);
+      atomic_store_explicit(&f->published, published, memory_order_release);
+      raw_claim_branches(f, published, req);
       while (atomic_load_explicit(&f->branches_done, memory_order_acquire) < BRANCHES)
         __builtin_ia32_pause();
       for (int b = 0; b < BRANCHES; b++)
@@ -214,8 +225,9 @@ static double raw_forkjoin_ns(bool skewed, int iterations, uint64_t *checksum)
       return 0;
     if (start_pinned(&th[0], 0, raw_dispatcher, &f) != 0) {
       /* Let the helper finish on its own: hand out every request. */
-      atomic_store(&f.next_branch, BRANCHES);
-      atomic_store(&f.published, (uint64_t)iterations * REQUESTS);
+      uint64_t last = (uint64_t)iterations * REQUESTS;
+      atomic_store(&f.claim, last << 32 | BRANCHES);
+      atomic_store(&f.published, last);
       pthread_join(th[1], NULL);
       return 0;
     }
@@ -263,10 +275,11 @@ static int run_shape(bool skewed, bool stealing, int iterations)
          "\"parallel_ns_per_iter\":%.0f,\"serial_ns_per_iter\":%.0f,\"speedup\":%.3f,"
          "\"checksum\":\"%016" PRIx64 "\",\"serial_checksum\":\"%016" PRIx64 "\",\"shards\":2,"
          "\"raw_ns_per_iter\":%.0f,\"raw_speedup\":%.3f,\"of_raw\":%.3f,"
+         "\"raw_checksum\":\"%016" PRIx64 "\","
          "\"spin_ns\":%lld,\"spin_max_ns\":%lld}\n",
          skewed ? "skewed" : "balanced", stealing ? "" : "_nosteal", speedup, serial_ns, speedup,
          best, serial_ns, speedup, s.checksum, serial_sum, raw_ns, raw_speedup,
-         raw_speedup > 0 ? speedup / raw_speedup : 0, (long long)cfg.spin_ns,
+         raw_speedup > 0 ? speedup / raw_speedup : 0, raw_sum, (long long)cfg.spin_ns,
          (long long)cfg.spin_max_ns);
   fflush(stdout);
   return s.checksum == serial_sum && (raw_ns == 0 || raw_sum == serial_sum) ? 0 : 1;
