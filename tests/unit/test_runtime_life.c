@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Suite "runtime_life": the runtime as a whole - many tasks, plain-thread
- * submitters, refused wake-ups (the eventfd fallback; between two
- * runtimes), two runtimes at once, shutdown with blocked tasks, ring flag
- * fallback and start-up failures, stats and dump, yield and the plain-thread
- * side of the task API. (Suite "runtime" has weft_run, configuration,
+ * submitters, refused wake-ups (the eventfd fallback, its poll armed again
+ * when it ends; between two runtimes), two runtimes at once, shutdown with
+ * blocked tasks, ring flag fallback and start-up failures, stats and dump,
+ * yield and the plain-thread side of the task API. (Suite "runtime" has weft_run, configuration,
  * placement, spawn errors and join / detach / cancel.) Checks inside
  * coroutines go through CO_CHECK / CO_EQ (see rt_helpers.h).
  */
@@ -13,6 +13,7 @@
 #include "core.h"
 #include "fault.h"
 #include "stack.h"
+#include "weft/uring.h"
 
 #include <dirent.h>
 #include <sched.h>
@@ -301,6 +302,43 @@ Test(runtime, refused_wake_falls_back_to_the_eventfd, .timeout = 20)
   cr_assert_eq(atomic_load(&weft__fault_countdown[WEFT__FAULT_WAKE_FD]), 0);
   cr_assert_eq(weft_join(rt_submit_on(rt, 1, ret_shard, NULL), &v), 0);
   cr_assert_eq(weft_join(t2, &v), 0);
+  cr_assert_eq((intptr_t)v, 1);
+  rt_stop_idle(rt);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+/* Ends the shard's eventfd poll the way the kernel may (a CQE without
+ * IORING_CQE_F_MORE): cancelled through the io_uring extension API. */
+static void *cancel_wake_poll(void *arg)
+{
+  (void)arg;
+  struct io_uring_sqe *sqe = weft_uring_sqe();
+  CO_CHECK(sqe != NULL);
+  if (!sqe)
+    return NULL;
+  io_uring_prep_cancel64(sqe, WEFT__UD_WAKE_FD, 0);
+  CO_EQ(weft_uring_wait(&sqe, 1, NULL, weft_now() + 5 * WEFT_SEC), 0);
+  return NULL;
+}
+
+/* Once the kernel has ended the poll, the shard arms it again: the
+ * eventfd still stands in for a refused wake-up afterwards. */
+Test(runtime, eventfd_poll_is_armed_again_when_it_ends, .timeout = 20)
+{
+  weft_config c;
+  rt_cfg(&c, 2);
+  c.spin_ns = 0;
+  c.steal = false;
+  weft_runtime *rt = rt_start_cfg(&c);
+  cr_assert_eq(weft_join(rt_submit_on(rt, 1, cancel_wake_poll, NULL), NULL), 0);
+  rt_assert_clean();
+  cr_assert(rt_wait_parked(rt, 1), "shard 1 never slept");
+  weft__fault_arm(WEFT__FAULT_POST, 1);
+  weft_task *t = rt_submit_on(rt, 1, ret_shard, NULL);
+  cr_assert_eq(atomic_load(&weft__fault_countdown[WEFT__FAULT_POST]), 0);
+  void *v = NULL;
+  cr_assert_eq(weft_join(t, &v), 0);
   cr_assert_eq((intptr_t)v, 1);
   rt_stop_idle(rt);
   rt_assert_clean();
