@@ -106,9 +106,11 @@ int weft__ring_setup(weft__shard *sh)
   /* Armed now, from the shard's thread (the ring's only submitter). Not
    * counted in `inflight`: it lives as long as the ring, which cancels it. */
   struct io_uring_sqe *sqe = io_uring_get_sqe(&sh->ring);
-  io_uring_prep_poll_multishot(sqe, sh->wake_fd, POLLIN);
-  io_uring_sqe_set_data64(sqe, WEFT__UD_WAKE_FD);
-  r = io_uring_submit(&sh->ring);
+  if (sqe) {
+    io_uring_prep_poll_multishot(sqe, sh->wake_fd, POLLIN);
+    io_uring_sqe_set_data64(sqe, WEFT__UD_WAKE_FD);
+  }
+  r = sqe ? io_uring_submit(&sh->ring) : -EBUSY; /* a new ring has room */
   if (r < 0) {
     weft__ring_teardown(sh);
     return r;
