@@ -3,9 +3,9 @@
  * Suite "msg", from outside a shard and to a sleeping one: plain-thread
  * senders (the external sender id, order per thread and tag), a plain
  * thread's flush (it waits until the targets took the shared lanes, its
- * deadline, a lane nobody could ring), refused doorbells (a lane's, a
- * counter's) replaced by the shard's eventfd, and a parked target woken by
- * each way of sending.
+ * deadline, a lane nobody could ring; from another runtime's coroutine it
+ * suspends), refused doorbells (a lane's, a counter's) replaced by the
+ * shard's eventfd, and a parked target woken by each way of sending.
  */
 #include "msg_test.h"
 #include "rt_internal.h"
@@ -210,6 +210,70 @@ Test(msg, plain_thread_flush_waits_until_targets_took_the_lanes, .timeout = 60)
   cr_assert_eq(weft_join(rt_submit_on(rt, 0, xflush_own_runtime, NULL), NULL), 0);
   cr_assert_eq(weft_join(d, NULL), 0);
   rt_stop_idle(rt);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+/* ---- flush from a coroutine of another runtime ------------------------------------------ */
+
+struct xrt {
+  weft_runtime *target;
+  atomic_int ticks;    /* the flusher's own shard kept running */
+  atomic_bool flushed;
+};
+
+static void *xrt_flusher(void *arg)
+{
+  struct xrt *c = arg;
+  weft_msg b[50];
+  for (uint32_t i = 0; i < XF_N; i += 50) {
+    for (uint32_t k = 0; k < 50; k++)
+      b[k] = (weft_msg){.tag = 3, .val = i + k};
+    CO_EQ(weft_msg_send_many_rt(c->target, 1, b, 50), 50);
+  }
+  CO_EQ(weft_msg_flush_rt(c->target, in_ms(10000)), 0);
+  atomic_store(&c->flushed, true);
+  return NULL;
+}
+
+static void *xrt_ticker(void *arg)
+{
+  struct xrt *c = arg;
+  while (!atomic_load(&c->flushed)) {
+    atomic_fetch_add(&c->ticks, 1);
+    CO_EQ(weft_sleep(WEFT_MSEC), 0);
+  }
+  return NULL;
+}
+
+/* A coroutine of runtime A flushes what it sent to B's held shard: it
+ * suspends, and A's shard runs its other task meanwhile. */
+Test(msg, flush_from_another_runtime_suspends_the_coroutine, .timeout = 60)
+{
+  weft_runtime *b = rt_start(2);
+  weft_runtime *a = rt_start(1);
+  struct xflush x = {.rt = b};
+  weft_task *busy = rt_submit_on(b, 1, xflush_busy, &x);
+  while (!atomic_load(&x.busy))
+    sched_yield();
+  struct xrt c = {.target = b};
+  weft_task *f = rt_submit_on(a, 0, xrt_flusher, &c);
+  weft_task *tick = rt_submit_on(a, 0, xrt_ticker, &c);
+  int start = atomic_load(&c.ticks);
+  for (int i = 0; i < 10000 && atomic_load(&c.ticks) < start + 5; i++)
+    usleep(1000);
+  cr_assert_geq(atomic_load(&c.ticks), start + 5, "A's shard stopped while the flush waited");
+  cr_assert(!atomic_load(&c.flushed), "the flush returned while B's shard was held");
+  atomic_store(&x.release, true);
+  cr_assert_eq(weft_join(f, NULL), 0);
+  cr_assert_eq(weft_join(tick, NULL), 0);
+  cr_assert_eq(weft_join(busy, NULL), 0);
+  rt_assert_clean();
+  void *sum;
+  cr_assert_eq(weft_join(rt_submit_on(b, 1, xflush_count, NULL), &sum), 0);
+  cr_assert_eq((uint32_t)(uintptr_t)sum, XF_N * (XF_N - 1) / 2);
+  rt_stop_idle(a);
+  rt_stop_idle(b);
   rt_assert_clean();
   rt_assert_no_leaks();
 }
