@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "stack.h"
 
+#include "dlist.h"
 #include "fault.h"
 #include "sanitize.h"
 
@@ -307,11 +308,8 @@ static uint64_t hits_retired; /* guarded by hits_lock */
 static void hits_register(void)
 {
   pthread_mutex_lock(&hits_lock);
-  my_hits.prev = NULL;
-  my_hits.next = hits_list;
-  if (hits_list)
-    hits_list->prev = &my_hits;
-  hits_list = &my_hits;
+  struct hit_counter *me = &my_hits;
+  WEFT__DLIST_PUSH(hits_list, me, prev, next);
   pthread_mutex_unlock(&hits_lock);
   my_hits_listed = true;
 }
@@ -323,12 +321,8 @@ static void hits_unregister(void)
   pthread_mutex_lock(&hits_lock);
   hits_retired += atomic_load_explicit(&my_hits.n, memory_order_relaxed);
   atomic_store_explicit(&my_hits.n, 0, memory_order_relaxed);
-  if (my_hits.prev)
-    my_hits.prev->next = my_hits.next;
-  else
-    hits_list = my_hits.next;
-  if (my_hits.next)
-    my_hits.next->prev = my_hits.prev;
+  struct hit_counter *me = &my_hits;
+  WEFT__DLIST_UNLINK(hits_list, me, prev, next);
   pthread_mutex_unlock(&hits_lock);
   my_hits_listed = false;
 }

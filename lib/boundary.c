@@ -69,26 +69,12 @@ struct weft_boundary {
 
 static void tlist_push(struct tlist *l, weft_boundary_ticket *t)
 {
-  t->next = NULL;
-  t->prev = l->tail;
-  if (l->tail)
-    l->tail->next = t;
-  else
-    l->head = t;
-  l->tail = t;
+  WEFT__DQUEUE_PUSH(l->head, l->tail, t, prev, next);
 }
 
 static void tlist_remove(struct tlist *l, weft_boundary_ticket *t)
 {
-  if (t->prev)
-    t->prev->next = t->next;
-  else
-    l->head = t->next;
-  if (t->next)
-    t->next->prev = t->prev;
-  else
-    l->tail = t->prev;
-  t->next = t->prev = NULL;
+  WEFT__DQUEUE_UNLINK(l->head, l->tail, t, prev, next);
 }
 
 /* Takes t out of whichever list holds it (b locked). */

@@ -62,27 +62,13 @@ struct weft_chan {
 
 static inline void weft__chan_enqueue(weft__chan_queue *q, weft__chan_node *n)
 {
-  n->next = NULL;
-  n->prev = q->tail;
-  if (q->tail)
-    q->tail->next = n;
-  else
-    q->head = n;
-  q->tail = n;
+  WEFT__DQUEUE_PUSH(q->head, q->tail, n, prev, next);
   n->queued = true;
 }
 
 static inline void weft__chan_unlink(weft__chan_queue *q, weft__chan_node *n)
 {
-  if (n->prev)
-    n->prev->next = n->next;
-  else
-    q->head = n->next;
-  if (n->next)
-    n->next->prev = n->prev;
-  else
-    q->tail = n->prev;
-  n->next = n->prev = NULL;
+  WEFT__DQUEUE_UNLINK(q->head, q->tail, n, prev, next);
   n->queued = false;
 }
 

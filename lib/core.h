@@ -16,6 +16,7 @@
 #include "weft.h"
 
 #include "../coro/coro.h"
+#include "../coro/dlist.h"
 #include "deque.h"
 #include "spin.h"
 #include "timer.h"

@@ -47,11 +47,7 @@ int weft_group_spawn(weft_group *g, const weft_spawn_opts *o, void *(*fn)(void *
     return r;
   weft__spin_lock(&g->lock);
   t->group = g;
-  t->group_prev = NULL;
-  t->group_next = g->members;
-  if (g->members)
-    g->members->group_prev = t;
-  g->members = t;
+  WEFT__DLIST_PUSH(g->members, t, group_prev, group_next);
   g->active++;
   bool cancel = g->cancelled;
   weft__spin_unlock(&g->lock);
@@ -68,12 +64,7 @@ void weft__group_member_done(weft_task *t)
   intptr_t v = (intptr_t)t->coro.ret;
   weft__waiter *ready = NULL;
   weft__spin_lock(&g->lock);
-  if (t->group_prev)
-    t->group_prev->group_next = t->group_next;
-  else
-    g->members = t->group_next;
-  if (t->group_next)
-    t->group_next->group_prev = t->group_prev;
+  WEFT__DLIST_UNLINK(g->members, t, group_prev, group_next);
   if (!g->error && v < 0 && v > -4096)
     g->error = (int)v;
   if (atomic_load_explicit(&t->cancelled, memory_order_relaxed))

@@ -55,24 +55,12 @@ struct weft_listener {
 
 static void shard_link(weft_listener *l)
 {
-  weft__shard *sh = l->sh;
-  l->sh_prev = NULL;
-  l->sh_next = sh->listeners;
-  if (sh->listeners)
-    sh->listeners->sh_prev = l;
-  sh->listeners = l;
+  WEFT__DLIST_PUSH(l->sh->listeners, l, sh_prev, sh_next);
 }
 
 static void shard_unlink(weft_listener *l)
 {
-  weft__shard *sh = l->sh;
-  if (l->sh_prev)
-    l->sh_prev->sh_next = l->sh_next;
-  else
-    sh->listeners = l->sh_next;
-  if (l->sh_next)
-    l->sh_next->sh_prev = l->sh_prev;
-  l->sh_prev = l->sh_next = NULL;
+  WEFT__DLIST_UNLINK(l->sh->listeners, l, sh_prev, sh_next);
 }
 
 static bool push(weft_listener *l, int v)

@@ -69,44 +69,25 @@ static void *task_body(void *arg)
 void weft__task_hold(weft_task *t, weft__held *h, void (*end)(weft__held *h))
 {
   h->end = end;
-  h->prev = NULL;
-  h->next = t->held;
-  if (t->held)
-    t->held->prev = h;
-  t->held = h;
+  WEFT__DLIST_PUSH(t->held, h, prev, next);
 }
 
 void weft__task_unhold(weft_task *t, weft__held *h)
 {
-  if (h->prev)
-    h->prev->next = h->next;
-  else
-    t->held = h->next;
-  if (h->next)
-    h->next->prev = h->prev;
-  h->prev = h->next = NULL;
+  WEFT__DLIST_UNLINK(t->held, h, prev, next);
 }
 
 static void list_add(weft__shard *sh, weft_task *t)
 {
   t->list_shard = sh;
-  t->list_prev = NULL;
-  t->list_next = sh->list_head;
-  if (sh->list_head)
-    sh->list_head->list_prev = t;
-  sh->list_head = t;
+  WEFT__DLIST_PUSH(sh->list_head, t, list_prev, list_next);
 }
 
 static void list_remove(weft_task *t)
 {
   weft__shard *sh = t->list_shard;
   weft__spin_lock(&sh->list_lock);
-  if (t->list_prev)
-    t->list_prev->list_next = t->list_next;
-  else
-    sh->list_head = t->list_next;
-  if (t->list_next)
-    t->list_next->list_prev = t->list_prev;
+  WEFT__DLIST_UNLINK(sh->list_head, t, list_prev, list_next);
   weft__spin_unlock(&sh->list_lock);
 }
 

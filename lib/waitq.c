@@ -39,27 +39,13 @@ void weft__waiter_init_for(weft__waiter *w, weft_task *t)
 void weft__waitq_append(weft__waitq *q, weft__waiter *w)
 {
   w->q = q;
-  w->next = NULL;
-  w->prev = q->tail;
-  if (q->tail)
-    q->tail->next = w;
-  else
-    q->head = w;
-  q->tail = w;
+  WEFT__DQUEUE_PUSH(q->head, q->tail, w, prev, next);
   w->queued = true;
 }
 
 static void unlink_locked(weft__waitq *q, weft__waiter *w)
 {
-  if (w->prev)
-    w->prev->next = w->next;
-  else
-    q->head = w->next;
-  if (w->next)
-    w->next->prev = w->prev;
-  else
-    q->tail = w->prev;
-  w->next = w->prev = NULL;
+  WEFT__DQUEUE_UNLINK(q->head, q->tail, w, prev, next);
   w->queued = false;
 }
 
