@@ -251,12 +251,17 @@ Test(coro, slab_stacks_past_guard_budget, .timeout = 30)
   weft__stack_set_guard_regions(-1);
 }
 
+static void skip_without_guard_regions(void)
+{
+  if (!weft__stack_guard_regions())
+    cr_skip_test("no guard regions (MADV_GUARD_INSTALL, Linux 6.13)");
+}
+
 /* With guard regions every stack is a guarded slab slot: no mapping of its
  * own, however many there are. */
 Test(coro, slab_stacks_get_guard_regions, .timeout = 30)
 {
-  if (!weft__stack_guard_regions())
-    cr_skip_test("no guard regions (MADV_GUARD_INSTALL, Linux 6.13)");
+  skip_without_guard_regions();
   weft__stack_cache_drain();
   weft__stack_counters c0, c1;
   weft__stack_get_counters(&c0);
@@ -400,8 +405,7 @@ Test(coro, mmap_failure_enomem_guarded, .timeout = 30)
  * is not handed out without it - the next create gets it, guarded. */
 Test(coro, guard_region_failure_enomem, .timeout = 30)
 {
-  if (!weft__stack_guard_regions())
-    cr_skip_test("no guard regions (MADV_GUARD_INSTALL, Linux 6.13)");
+  skip_without_guard_regions();
   weft__stack_cache_drain();
   weft__stack_counters c0, c1;
   weft__stack_get_counters(&c0);

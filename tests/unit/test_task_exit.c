@@ -20,6 +20,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+/* The descriptors the task used are the caller's: the run must leave them
+ * open. Closes them afterwards. */
+static void assert_still_open_then_close(const int fds[2])
+{
+  cr_assert_geq(fcntl(fds[0], F_GETFD), 0);
+  close(fds[0]);
+  close(fds[1]);
+}
+
 /* ---- a multishot op left open --------------------------------------------------------------------- */
 
 static void *leaves_a_multishot_poll(void *arg)
@@ -47,10 +56,7 @@ Test(runtime, task_returning_with_a_multishot_op_ends_it, .timeout = 30)
   void *ret = rt_run(2, leaves_a_multishot_poll, p);
   cr_assert_eq((intptr_t)ret, 7, "the body's return value is kept");
   rt_assert_clean();
-  /* The pipe is the caller's: still open. */
-  cr_assert_geq(fcntl(p[0], F_GETFD), 0);
-  close(p[0]);
-  close(p[1]);
+  assert_still_open_then_close(p);
 }
 
 /* ---- a receive stream left open, and a stop that cancels its reader ------------------------------- */
@@ -118,9 +124,7 @@ Test(runtime, task_returning_with_a_receive_stream_closes_it, .timeout = 30)
   cr_assert_eq(send(sv[1], "hello", 5, 0), 5);
   cr_assert_eq((intptr_t)rt_run(1, leaves_a_receive_stream, &sv[0]), 5);
   rt_assert_clean();
-  cr_assert_geq(fcntl(sv[0], F_GETFD), 0);
-  close(sv[0]);
-  close(sv[1]);
+  assert_still_open_then_close(sv);
 }
 
 /* ---- a listener nobody closed --------------------------------------------------------------------- */
