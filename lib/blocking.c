@@ -66,20 +66,11 @@ void weft__pool_term(weft__pool *p)
 
 static void finish(weft__job *j)
 {
-  weft__waiter *ready = NULL;
   weft__spin_lock(&j->done_q.lock);
   j->state = JOB_DONE; /* read by the waiter under done_q.lock */
-  for (weft__waiter *w; (w = weft__waitq_pop(&j->done_q));)
-    if (weft__waiter_claim(w)) {
-      w->next = ready;
-      ready = w;
-    }
+  weft__waiter *ready = weft__waitq_take(&j->done_q, INT64_MAX, NULL);
   weft__spin_unlock(&j->done_q.lock);
-  while (ready) {
-    weft__waiter *next = ready->next;
-    weft__waiter_complete(ready, 0); /* wakes the shard through msg_ring */
-    ready = next;
-  }
+  weft__waiters_complete(ready, 0); /* wakes the shards through msg_ring */
 }
 
 static void *pool_thread(void *arg)

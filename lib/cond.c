@@ -77,9 +77,9 @@ static int wake(weft_cond *pc, int64_t max)
     return -EINVAL;
   weft__cond *c = SYNC_VIEW(weft__cond, pc);
   weft__spin_lock(&c->q.lock);
-  weft__waiter *ready = weft__sync_take(&c->q, max, NULL);
+  weft__waiter *ready = weft__waitq_take(&c->q, max, NULL);
   weft__spin_unlock(&c->q.lock);
-  weft__sync_wake(ready, 0);
+  weft__waiters_complete(ready, 0);
   return 0;
 }
 

@@ -443,6 +443,40 @@ bool weft__waiter_withdraw(weft__waiter *w);
 /* Completes a claimed w with `result`: the waiter runs again. Call without
  * q's lock; w must not be touched afterwards. */
 void weft__waiter_complete(weft__waiter *w, int result);
+/* Pops and claims up to `max` waiters of q (locked) and returns them as a
+ * list linked through `next` (oldest first); *n (if not NULL) gets their
+ * number. Waiters already claimed by their deadline or a cancel are dropped
+ * from q: their claimer completes them. */
+static inline weft__waiter *weft__waitq_take(weft__waitq *q, int64_t max, int64_t *n)
+{
+  weft__waiter *head = NULL, **tail = &head;
+  int64_t got = 0;
+  weft__waiter *w;
+  while (got < max && (w = weft__waitq_pop(q))) {
+    if (!weft__waiter_claim(w))
+      continue;
+    *tail = w;
+    tail = &w->next;
+    got++;
+  }
+  *tail = NULL;
+  if (n)
+    *n = got;
+  return head;
+}
+/* Completes every waiter of a list from weft__waitq_take(), without q's
+ * lock (a wake-up may be a system call). */
+static inline void weft__waiters_complete(weft__waiter *list, int result)
+{
+  while (list) {
+    weft__waiter *next = list->next; /* before the waiter may vanish */
+    weft__waiter_complete(list, result);
+    list = next;
+  }
+}
+/* Takes up to `max` waiters of q under its lock and completes them with
+ * `result` after it. */
+void weft__waitq_release(weft__waitq *q, int64_t max, int result);
 /* Blocks or suspends the caller in w (already appended, q unlocked) until it
  * is completed or the deadline passes (-ETIMEDOUT) or the task is cancelled
  * (-ECANCELED). Returns w's result. */

@@ -36,31 +36,19 @@ int weft_event_set(weft_event *ev)
 {
   if (!ev)
     return -EINVAL;
-  weft__waiter *ready = NULL;
+  weft__waiter *ready;
   weft__spin_lock(&ev->q.lock);
   if (ev->flags & WEFT_EVENT_AUTO_RESET) {
     /* Hand the signal to the first waiter still waiting; keep it if none. */
-    weft__waiter *w;
-    while ((w = weft__waitq_pop(&ev->q)) && !weft__waiter_claim(w))
-      ;
-    if (w)
-      ready = w, w->next = NULL;
-    else
+    ready = weft__waitq_take(&ev->q, 1, NULL);
+    if (!ready)
       atomic_store_explicit(&ev->set, 1, memory_order_release);
   } else {
     atomic_store_explicit(&ev->set, 1, memory_order_release);
-    for (weft__waiter *w; (w = weft__waitq_pop(&ev->q));)
-      if (weft__waiter_claim(w)) {
-        w->next = ready;
-        ready = w;
-      }
+    ready = weft__waitq_take(&ev->q, INT64_MAX, NULL);
   }
   weft__spin_unlock(&ev->q.lock);
-  while (ready) {
-    weft__waiter *next = ready->next;
-    weft__waiter_complete(ready, 0);
-    ready = next;
-  }
+  weft__waiters_complete(ready, 0);
   return 0;
 }
 

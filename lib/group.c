@@ -70,17 +70,9 @@ void weft__group_member_done(weft_task *t)
   if (atomic_load_explicit(&t->cancelled, memory_order_relaxed))
     g->member_cancelled = true;
   if (--g->active == 0)
-    for (weft__waiter *w; (w = weft__waitq_pop(&g->idle_q));)
-      if (weft__waiter_claim(w)) {
-        w->next = ready;
-        ready = w;
-      }
+    ready = weft__waitq_take(&g->idle_q, INT64_MAX, NULL);
   weft__spin_unlock(&g->lock);
-  while (ready) {
-    weft__waiter *next = ready->next;
-    weft__waiter_complete(ready, 0);
-    ready = next;
-  }
+  weft__waiters_complete(ready, 0);
   weft__task_release(t); /* the group's handle */
 }
 

@@ -152,20 +152,11 @@ int weft_timer_reset(weft_timer *tm, int64_t deadline)
 {
   if (!tm)
     return -EINVAL;
-  weft__waiter *ready = NULL;
   weft__spin_lock(&tm->q.lock);
   atomic_store_explicit(&tm->deadline, deadline, memory_order_release);
-  for (weft__waiter *w; (w = weft__waitq_pop(&tm->q));)
-    if (weft__waiter_claim(w)) {
-      w->next = ready;
-      ready = w;
-    }
+  weft__waiter *ready = weft__waitq_take(&tm->q, INT64_MAX, NULL);
   weft__spin_unlock(&tm->q.lock);
-  while (ready) {
-    weft__waiter *next = ready->next;
-    weft__waiter_complete(ready, 0);
-    ready = next;
-  }
+  weft__waiters_complete(ready, 0);
   return 0;
 }
 

@@ -120,7 +120,7 @@ static int ring_external_lane(weft__shard *to, weft__lane *l)
   if (r == 0 || weft__ring_wake_by_fd(to))
     return 0;
   atomic_store_explicit(&l->bell, 0, memory_order_seq_cst);
-  weft__msg_release_waiters(&to->msg->ext_flush_q);
+  weft__waitq_release(&to->msg->ext_flush_q, INT64_MAX, 0);
   return r;
 }
 

@@ -120,8 +120,6 @@ static inline uint64_t ud_bell_failed(int target, unsigned kind, unsigned payloa
 
 /* ---- lib/msg_lane.c ------------------------------------------------------------ */
 
-/* Completes every waiter of q with 0 (any thread; takes q's lock). */
-void weft__msg_release_waiters(weft__waitq *q);
 
 int weft__rq_init(weft__rq *q);
 /* Pops up to max messages of q into out; returns how many. */

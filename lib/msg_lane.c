@@ -131,23 +131,6 @@ bool weft__lane_needs_bell(weft__lane *l)
          !atomic_exchange_explicit(&l->bell, 1, memory_order_acq_rel);
 }
 
-void weft__msg_release_waiters(weft__waitq *q)
-{
-  weft__waiter *ready = NULL, *w;
-  weft__spin_lock(&q->lock);
-  while ((w = weft__waitq_pop(q)))
-    if (weft__waiter_claim(w)) {
-      w->next = ready;
-      ready = w;
-    }
-  weft__spin_unlock(&q->lock);
-  while (ready) {
-    w = ready->next; /* before the waiter may vanish */
-    weft__waiter_complete(ready, 0);
-    ready = w;
-  }
-}
-
 /* A lane doorbell arrived at sh: take everything in lane `src`. */
 static void lane_drain(weft__shard *sh, unsigned src)
 {
@@ -185,21 +168,14 @@ static void lane_drain(weft__shard *sh, unsigned src)
     if (src < (unsigned)rt->nshards)
       weft__msg_bell(sh, &rt->shards[src], WEFT__BELL_ACK, 0);
     else
-      weft__msg_release_waiters(&sh->msg->ext_flush_q);
+      weft__waitq_release(&sh->msg->ext_flush_q, INT64_MAX, 0);
   }
 }
 
 /* Counter `tag` of sh became non-zero: wake one taker. */
 static void counter_rung(weft__shard *sh, unsigned tag)
 {
-  weft__waitq *q = &sh->msg->counter_q[tag];
-  weft__waiter *w;
-  weft__spin_lock(&q->lock);
-  while ((w = weft__waitq_pop(q)) && !weft__waiter_claim(w))
-    ;
-  weft__spin_unlock(&q->lock);
-  if (w)
-    weft__waiter_complete(w, 0);
+  weft__waitq_release(&sh->msg->counter_q[tag], 1, 0);
 }
 
 void weft__msg_catch_up(weft__shard *sh)
@@ -289,7 +265,7 @@ void weft__msg_cqe(weft__shard *sh, uint64_t ud, int res)
       if (payload < rt->msg->ncounters)
         counter_rung(sh, payload);
     } else if (kind == WEFT__BELL_ACK) {
-      weft__msg_release_waiters(&sh->msg->flush_q);
+      weft__waitq_release(&sh->msg->flush_q, INT64_MAX, 0);
     }
     return; /* WEFT__BELL_MARK: a flush marker, nothing to do */
   }

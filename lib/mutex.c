@@ -199,14 +199,14 @@ void weft__mutex_relock(weft_mutex *pm, uintptr_t self)
 static void unlock_slow(weft__mutex *m)
 {
   weft__spin_lock(&m->q.lock);
-  weft__waiter *w = weft__sync_take(&m->q, 1, NULL);
+  weft__waiter *w = weft__waitq_take(&m->q, 1, NULL);
   uintptr_t next = 0;
   if (w)
     next = (uintptr_t)w->data | (m->q.head ? WEFT__MUTEX_WAITERS : 0);
   /* Release: the next owner sees everything done under the mutex. */
   atomic_store_explicit(&m->state, next, memory_order_release);
   weft__spin_unlock(&m->q.lock);
-  weft__sync_wake(w, 0);
+  weft__waiters_complete(w, 0);
 }
 
 void weft__mutex_unlock_held(weft_mutex *pm, uintptr_t self)

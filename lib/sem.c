@@ -101,11 +101,11 @@ int weft_sem_release(weft_sem *ps, int64_t n)
     return -EOVERFLOW;
   }
   int64_t handed = 0;
-  weft__waiter *ready = weft__sync_take(&s->q, n, &handed);
+  weft__waiter *ready = weft__waitq_take(&s->q, n, &handed);
   if (n > handed)
     atomic_fetch_add_explicit(&s->value, n - handed, memory_order_release);
   weft__spin_unlock(&s->q.lock);
-  weft__sync_wake(ready, 0);
+  weft__waiters_complete(ready, 0);
   return 0;
 }
 

@@ -75,38 +75,6 @@ void weft__mutex_relock(weft_mutex *m, uintptr_t self);
 /* Unlocks m, which `self` holds. */
 void weft__mutex_unlock_held(weft_mutex *m, uintptr_t self);
 
-/* Pops and claims up to `max` waiters of q (locked) and returns them as a
- * list linked through `next` (oldest first); *n gets their number. Waiters
- * already claimed by their deadline or a cancel are dropped from q: their
- * claimer completes them. */
-static inline weft__waiter *weft__sync_take(weft__waitq *q, int64_t max, int64_t *n)
-{
-  weft__waiter *head = NULL, **tail = &head;
-  int64_t got = 0;
-  weft__waiter *w;
-  while (got < max && (w = weft__waitq_pop(q))) {
-    if (!weft__waiter_claim(w))
-      continue;
-    *tail = w;
-    tail = &w->next;
-    got++;
-  }
-  *tail = NULL;
-  if (n)
-    *n = got;
-  return head;
-}
-
-/* Completes every waiter of a list from weft__sync_take(), without q's lock. */
-static inline void weft__sync_wake(weft__waiter *list, int result)
-{
-  while (list) {
-    weft__waiter *next = list->next; /* before the waiter may vanish */
-    weft__waiter_complete(list, result);
-    list = next;
-  }
-}
-
 /* ---- the public layouts match the internal ones ------------------------------ */
 #define WEFT__SAME_LAYOUT(pub, priv)                                                        \
   _Static_assert(sizeof(pub) == sizeof(priv), #pub ": size");                               \

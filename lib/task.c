@@ -234,21 +234,11 @@ static void complete(weft__shard *sh, weft_task *t)
 
   /* Release every joiner. They are collected under the lock and completed
    * after it, so no wake-up (which may be a system call) runs under it. */
-  weft__waiter *ready = NULL;
   weft__spin_lock(&t->done_q.lock);
   atomic_store_explicit(&t->done, true, memory_order_release);
-  for (weft__waiter *w; (w = weft__waitq_pop(&t->done_q));) {
-    if (weft__waiter_claim(w)) {
-      w->next = ready;
-      ready = w;
-    }
-  }
+  weft__waiter *ready = weft__waitq_take(&t->done_q, INT64_MAX, NULL);
   weft__spin_unlock(&t->done_q.lock);
-  while (ready) {
-    weft__waiter *next = ready->next;
-    weft__waiter_complete(ready, 0);
-    ready = next;
-  }
+  weft__waiters_complete(ready, 0);
   if (t->group)
     weft__group_member_done(t); /* drops the group's reference */
 

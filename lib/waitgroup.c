@@ -34,9 +34,9 @@ static int wait_until(weft__waitq *q, bool (*done)(void *), void *arg, int64_t d
 /* Releases every waiter of q, which must be locked (it is unlocked here). */
 static void release_all(weft__waitq *q)
 {
-  weft__waiter *ready = weft__sync_take(q, INT64_MAX, NULL);
+  weft__waiter *ready = weft__waitq_take(q, INT64_MAX, NULL);
   weft__spin_unlock(&q->lock);
-  weft__sync_wake(ready, 0);
+  weft__waiters_complete(ready, 0);
 }
 
 /* ---- wait group ----------------------------------------------------------------- */

@@ -57,6 +57,14 @@ weft__waiter *weft__waitq_pop(weft__waitq *q)
   return w;
 }
 
+void weft__waitq_release(weft__waitq *q, int64_t max, int result)
+{
+  weft__spin_lock(&q->lock);
+  weft__waiter *list = weft__waitq_take(q, max, NULL);
+  weft__spin_unlock(&q->lock);
+  weft__waiters_complete(list, result);
+}
+
 /* Takes a claimed waiter off its queue, if a signaller has not already. */
 static void unqueue(weft__waiter *w)
 {
