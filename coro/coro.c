@@ -55,7 +55,7 @@ static void trampoline(weft__transfer t)
   weft__tsan_switch(co->tsan_caller);
   /* Set before the jump, read by the resumer on this same thread after it. */
   co->state = WEFT__CORO_FINISHED;
-  jump_fcontext(co->caller, co);
+  weft__jump(co->caller, co);
   __builtin_unreachable();
 }
 

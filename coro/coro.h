@@ -124,7 +124,7 @@ static inline weft__coro *weft__coro_arrive_(weft__coro *self, weft__transfer t)
  * chain.
  *
  * Inline on purpose: fcontext leaves through an indirect jump, so a `ret`
- * right after a switch always mispredicts; calling jump_fcontext from the
+ * right after a switch always mispredicts; switching (weft__jump) from the
  * resumer's own frame saves that return (measured: about half the cost of
  * a round trip over the bare jump). */
 static inline weft__coro *weft__coro_resume_any(weft__coro *co)
@@ -138,7 +138,7 @@ static inline weft__coro *weft__coro_resume_any(weft__coro *co)
   void *fake = NULL;
   weft__asan_start(&fake, co->stack.base, co->stack.size);
   weft__tsan_switch(co->tsan_fiber);
-  weft__transfer t = jump_fcontext(co->ctx, co);
+  weft__transfer t = weft__jump(co->ctx, co);
   weft__asan_finish(fake, NULL, NULL);
   weft__coro_tls = prev;
 
@@ -170,7 +170,7 @@ static inline weft__coro *weft__coro_suspend(weft__coro *self)
 {
   weft__asan_start(&self->asan_fake, self->caller_bottom, self->caller_size);
   weft__tsan_switch(self->tsan_caller);
-  weft__transfer t = jump_fcontext(self->caller, self);
+  weft__transfer t = weft__jump(self->caller, self);
   return weft__coro_arrive_(self, t);
 }
 
@@ -192,7 +192,7 @@ static inline weft__coro *weft__coro_switch(weft__coro *self, weft__coro *next)
   weft__coro_tls = next;
   weft__asan_start(&self->asan_fake, next->stack.base, next->stack.size);
   weft__tsan_switch(next->tsan_fiber);
-  weft__transfer t = jump_fcontext(next->ctx, self);
+  weft__transfer t = weft__jump(next->ctx, self);
   return weft__coro_arrive_(self, t);
 }
 
