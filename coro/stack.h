@@ -66,6 +66,14 @@ int weft__stack_alloc(weft__stack *st, size_t size);
 /* Returns a stack to this thread's cache, or to the system when it is full. */
 void weft__stack_free(weft__stack *st);
 
+/* True for the stacks only their canary watches: slab slots without a
+ * guard region (kernels before 6.13). Every switch checks those; a guard
+ * region or page catches an overflow itself, the moment it happens. */
+static inline bool weft__stack_canary_only(const weft__stack *st)
+{
+  return st->guard == 0;
+}
+
 /* True unless a slab stack's canary bytes were overwritten. */
 static inline bool weft__stack_canary_ok(const weft__stack *st)
 {

@@ -13,7 +13,9 @@
  *   overflow_helper anon      the same as named in a coroutine without a name
  *   overflow_helper segv-in   a fault on an inaccessible page inside a coroutine
  *   overflow_helper segv-out  the same outside any coroutine, handler installed
- *   overflow_helper canary    a slab (unguarded) stack whose canary is dirtied
+ *   overflow_helper canary    a slab stack without a guard region (guard
+ *                             regions and the guard budget turned off) whose
+ *                             canary is dirtied
  *
  * Before it runs the coroutine it prints the kind of stack it got
  * ("overflow_helper: slab stack, guard 16384").
@@ -133,6 +135,8 @@ int main(int argc, char **argv)
     return 2;
   }
   if (!strcmp(mode, "canary")) {
+    /* Only a slab slot without a guard region is watched by its canary. */
+    weft__stack_set_guard_regions(0);
     weft__stack_set_guard_budget(0);
     return run(canary_fn, NULL, "scribbler");
   }

@@ -172,6 +172,7 @@ Test(coro, slab_canary_overwrite_reported, .timeout = 30)
   run_helper("canary", &d);
   cr_assert_eq(d.signaled, SIGABRT, "helper: signal %d, exit %d, stderr:\n%s", d.signaled,
                d.exit_code, d.err);
+  cr_assert_not_null(strstr(d.err, "overflow_helper: slab stack, guard 0\n"), "%s", d.err);
   cr_assert_not_null(strstr(d.err, "weft: stack overflow in coroutine scribbler"), "%s", d.err);
   cr_assert_not_null(strstr(d.err, "canary"), "%s", d.err);
 }
