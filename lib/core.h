@@ -414,14 +414,34 @@ void weft__task_hold(weft_task *t, weft__held *h, void (*end)(weft__held *h));
 void weft__task_unhold(weft_task *t, weft__held *h);
 /* Cancels t: its current wait or op and every later one (any thread). */
 void weft__task_cancel(weft_task *t);
-/* Wakes t wherever it is bound (from any thread). */
-void weft__task_wake(weft_task *t);
+/* Wakes t wherever it is bound (from any thread). Inline, like the waiter
+ * calls below: every signal of a wait runs through it. */
+static inline void weft__task_wake(weft_task *t)
+{
+  weft__shard *sh = t->shard;
+  if (sh == weft__shard_self())
+    weft__shard_ready(sh, t);
+  else
+    weft__shard_push_remote(sh, t);
+}
 
 /* ---- waiting (lib/waitq.c) ----------------------------------------------------- */
 void weft__waitq_init(weft__waitq *q);
 /* Prepares w for the task t (NULL: a plain thread) - or, without _for,
  * for whoever calls. */
-void weft__waiter_init_for(weft__waiter *w, weft_task *t);
+static inline void weft__waiter_init_for(weft__waiter *w, weft_task *t)
+{
+  w->next = w->prev = NULL;
+  w->q = NULL;
+  /* Known before the waiter is queued: a signaller may pop it right away. */
+  w->task = t;
+  atomic_init(&w->state, WEFT__W_WAITING);
+  w->queued = false;
+  w->uncancellable = false;
+  w->result = 0;
+  weft__timer_init(&w->timer, NULL);
+  w->data = 0;
+}
 void weft__waiter_init(weft__waiter *w);
 /* Appends w to q; q must be locked. */
 void weft__waitq_append(weft__waitq *q, weft__waiter *w);
@@ -440,9 +460,21 @@ static inline bool weft__waiter_claim(weft__waiter *w)
  * false if a signaller did - its wake-up is on the way, consume it with
  * weft__waiter_wait. */
 bool weft__waiter_withdraw(weft__waiter *w);
+/* weft__waiter_complete() for a plain thread's waiter: a futex wake. */
+void weft__waiter_complete_thread(weft__waiter *w);
 /* Completes a claimed w with `result`: the waiter runs again. Call without
  * q's lock; w must not be touched afterwards. */
-void weft__waiter_complete(weft__waiter *w, int result);
+static inline void weft__waiter_complete(weft__waiter *w, int result)
+{
+  w->result = result;
+  weft_task *t = w->task;
+  if (!t) {
+    weft__waiter_complete_thread(w);
+    return;
+  }
+  atomic_store_explicit(&w->state, WEFT__W_DONE, memory_order_release);
+  weft__task_wake(t); /* last touch: t may run (and w vanish) right after */
+}
 /* Pops and claims up to `max` waiters of q (locked) and returns them as a
  * list linked through `next` (oldest first); *n (if not NULL) gets their
  * number. Waiters already claimed by their deadline or a cancel are dropped

@@ -206,15 +206,6 @@ int weft_runtime_submit(weft_runtime *rt, const weft_spawn_opts *o, void *(*fn)(
   return 0;
 }
 
-void weft__task_wake(weft_task *t)
-{
-  weft__shard *sh = t->shard;
-  if (sh == weft__shard_self())
-    weft__shard_ready(sh, t);
-  else
-    weft__shard_push_remote(sh, t);
-}
-
 void weft__task_release(weft_task *t)
 {
   /* The last reference needs no locked decrement: nobody else holds one. */

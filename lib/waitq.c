@@ -22,20 +22,6 @@ void weft__waiter_init(weft__waiter *w)
   weft__waiter_init_for(w, weft__task_self());
 }
 
-void weft__waiter_init_for(weft__waiter *w, weft_task *t)
-{
-  w->next = w->prev = NULL;
-  w->q = NULL;
-  /* Known before the waiter is queued: a signaller may pop it right away. */
-  w->task = t;
-  atomic_init(&w->state, WEFT__W_WAITING);
-  w->queued = false;
-  w->uncancellable = false;
-  w->result = 0;
-  weft__timer_init(&w->timer, NULL);
-  w->data = 0;
-}
-
 void weft__waitq_append(weft__waitq *q, weft__waiter *w)
 {
   w->q = q;
@@ -77,17 +63,10 @@ static void unqueue(weft__waiter *w)
   weft__spin_unlock(&q->lock);
 }
 
-void weft__waiter_complete(weft__waiter *w, int result)
+void weft__waiter_complete_thread(weft__waiter *w)
 {
-  w->result = result;
-  weft_task *t = w->task;
-  if (t) {
-    atomic_store_explicit(&w->state, WEFT__W_DONE, memory_order_release);
-    weft__task_wake(t); /* last touch: t may run (and w vanish) right after */
-  } else {
-    atomic_store_explicit(&w->state, WEFT__W_DONE, memory_order_release);
-    weft__futex_wake(&w->state, 1);
-  }
+  atomic_store_explicit(&w->state, WEFT__W_DONE, memory_order_release);
+  weft__futex_wake(&w->state, 1);
 }
 
 /* Fires on the task's shard when its deadline passes. */
