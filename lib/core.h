@@ -95,8 +95,8 @@ struct weft_task {
   _Atomic int refs;             /* the body (until it returns) + the handle */
   atomic_bool cancelled;
   bool yielding;                /* set by weft_yield before it suspends */
-  weft__spin wait_lock;         /* guards cur_waiter */
-  weft__waiter *cur_waiter;     /* the waiter it is suspended in, for cancel */
+  weft__spin wait_lock;         /* serialises cancellers (waitq.c), guards cur_op */
+  weft__waiter *_Atomic cur_waiter; /* the waiter it waits in, for cancel (waitq.c) */
   weft__op *cur_op;             /* the op it waits for, for cancel (wait_lock) */
   unsigned pinned_ops;          /* active multishot ops: the task stays on its shard */
   weft__held *held;             /* open objects to end if the body returns (task only) */
@@ -414,6 +414,10 @@ void weft__task_hold(weft_task *t, weft__held *h, void (*end)(weft__held *h));
 void weft__task_unhold(weft_task *t, weft__held *h);
 /* Cancels t: its current wait or op and every later one (any thread). */
 void weft__task_cancel(weft_task *t);
+/* weft__task_cancel() in two steps, for cancelling many tasks with one
+ * barrier: mark each, then weft__fence_heavy() once, then deliver to each. */
+void weft__task_cancel_mark(weft_task *t);
+void weft__task_cancel_deliver(weft_task *t);
 /* Wakes t wherever it is bound (from any thread). Inline, like the waiter
  * calls below: every signal of a wait runs through it. */
 static inline void weft__task_wake(weft_task *t)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Task groups and cancellation tokens. */
 #include "core.h"
+#include "fence.h"
 
 #include "../coro/fault.h"
 
@@ -137,8 +138,13 @@ int weft_group_cancel(weft_group *g)
     for (weft_task *t = g->members; t; t = t->group_next)
       weft__task_cancel(t); /* no memory for the list: cancel under the lock */
   weft__spin_unlock(&g->lock);
+  /* One barrier for all of them (weft__task_cancel_mark). */
+  for (size_t i = 0; i < k; i++)
+    weft__task_cancel_mark(v[i]);
+  if (k)
+    weft__fence_heavy();
   for (size_t i = 0; i < k; i++) {
-    weft__task_cancel(v[i]);
+    weft__task_cancel_deliver(v[i]);
     weft__task_release(v[i]);
   }
   free(v);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Runtime configuration, start and stop. */
 #include "core.h"
+#include "fence.h"
 #include "futex.h"
 
 #include "../coro/fault.h"
@@ -116,6 +117,8 @@ int weft_runtime_start(weft_runtime **out, const weft_config *cfg_in)
 {
   if (!out)
     return -EINVAL;
+  /* Before any task can wait: waits and cancels rely on it (fence.h). */
+  weft__fence_init();
   weft_config cfg;
   if (cfg_in)
     cfg = *cfg_in;
@@ -226,13 +229,17 @@ int weft_runtime_start(weft_runtime **out, const weft_config *cfg_in)
   return 0;
 }
 
-/* Cancels every task registered on sh's list. */
+/* Cancels every task registered on sh's list, with one barrier for all. */
 static void cancel_all(weft__shard *sh)
 {
   weft__spin_lock(&sh->list_lock);
   for (weft_task *t = sh->list_head; t; t = t->list_next)
     if (!atomic_load_explicit(&t->done, memory_order_acquire))
-      weft__task_cancel(t);
+      weft__task_cancel_mark(t);
+  weft__fence_heavy();
+  for (weft_task *t = sh->list_head; t; t = t->list_next)
+    if (!atomic_load_explicit(&t->done, memory_order_acquire))
+      weft__task_cancel_deliver(t); /* marked above: done never goes back */
   weft__spin_unlock(&sh->list_lock);
 }
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Tasks: spawn with placement, join, detach, cancel, yield. */
 #include "core.h"
+#include "fence.h"
 #include "futex.h"
 #include "op.h"
 
@@ -128,7 +129,7 @@ int weft__task_create(weft_runtime *rt, const weft_spawn_opts *o, void *(*fn)(vo
   /* Every field set explicitly (no memset on the spawn path). */
   t->next = NULL;
   t->yielding = false;
-  t->cur_waiter = NULL;
+  atomic_init(&t->cur_waiter, NULL);
   t->cur_op = NULL;
   t->pinned_ops = 0;
   t->armed_timer = NULL;
@@ -309,11 +310,22 @@ int weft_detach(weft_task *t)
   return 0;
 }
 
-void weft__task_cancel(weft_task *t)
+void weft__task_cancel_mark(weft_task *t)
 {
   atomic_store_explicit(&t->cancelled, true, memory_order_seq_cst);
+}
+
+void weft__task_cancel_deliver(weft_task *t)
+{
   weft__task_cancel_wait(t);
   weft__op_cancel_task(t);
+}
+
+void weft__task_cancel(weft_task *t)
+{
+  weft__task_cancel_mark(t);
+  weft__fence_heavy();
+  weft__task_cancel_deliver(t);
 }
 
 int weft_cancel(weft_task *t)

@@ -7,6 +7,7 @@
  * claims the waiter and completes it. See core.h for the claim protocol.
  */
 #include "core.h"
+#include "fence.h"
 #include "futex.h"
 
 #include <errno.h>
@@ -108,61 +109,88 @@ static int wait_thread(weft__waiter *w, int64_t deadline)
   }
 }
 
+/* ---- the current waiter, for cancellers -------------------------------------
+ * A waiting task publishes its waiter in t->cur_waiter and then reads
+ * t->cancelled; a canceller sets t->cancelled and then reads t->cur_waiter.
+ * A full barrier between the store and the load on each side makes at least
+ * one of them see the other: the task notices it is cancelled, or the
+ * canceller finds the waiter and claims it. The canceller's barrier is a
+ * membarrier (fence.h), so the task's wait takes no locked instruction for
+ * it. Cancellers serialise on t->wait_lock and hold it while they touch the
+ * waiter they found; a task that leaves a wait after seeing the flag takes
+ * that lock once, so that no canceller still holds the waiter when its frame
+ * goes away. */
+
+/* Takes t's waiter back from the cancellers' view. */
+static void unpublish(weft_task *t)
+{
+  atomic_store_explicit(&t->cur_waiter, NULL, memory_order_relaxed);
+  weft__fence_light();
+  if (atomic_load_explicit(&t->cancelled, memory_order_relaxed)) {
+    /* A canceller may be holding the waiter: wait until it lets go. */
+    weft__spin_lock(&t->wait_lock);
+    weft__spin_unlock(&t->wait_lock);
+  }
+}
+
 int weft__waiter_wait(weft__waiter *w, int64_t deadline)
 {
   weft_task *t = w->task;
   if (!t)
     return wait_thread(w, deadline);
+  bool cancellable = !w->uncancellable;
   /* The task's deadline scope bounds every wait - except the waits that
    * must not end early (they wait for something that uses their memory). */
-  if (!w->uncancellable && t->deadline >= 0 && (deadline < 0 || t->deadline < deadline))
+  if (cancellable && t->deadline >= 0 && (deadline < 0 || t->deadline < deadline))
     deadline = t->deadline;
 
-  weft__spin_lock(&t->wait_lock);
-  if (!w->uncancellable && atomic_load_explicit(&t->cancelled, memory_order_relaxed)) {
-    weft__spin_unlock(&t->wait_lock);
-    if (weft__waiter_claim(w))
-      return give_up(w, -ECANCELED);
-    /* Someone claimed w already: their wake-up must be consumed below. */
-  } else {
-    if (!w->uncancellable)
-      t->cur_waiter = w;
-    weft__spin_unlock(&t->wait_lock);
-    if (deadline >= 0 && atomic_load_explicit(&w->state, memory_order_relaxed) == WEFT__W_WAITING) {
-      weft__shard *sh = t->shard;
-      int r = 0;
-      if (deadline <= weft__now()) {
-        r = -ETIMEDOUT;
-      } else {
-        w->timer.deadline = deadline;
-        w->timer.fire = on_deadline;
-        r = weft__timer_arm(&sh->timers, &w->timer);
-        if (r == 0) {
-          t->armed_timer = &w->timer;
-          weft__count(&sh->stats.timers_armed, 1);
-        }
+  bool armable = true;
+  if (cancellable) {
+    atomic_store_explicit(&t->cur_waiter, w, memory_order_release);
+    weft__fence_light();
+    if (atomic_load_explicit(&t->cancelled, memory_order_relaxed)) {
+      bool mine = weft__waiter_claim(w);
+      unpublish(t);
+      if (mine)
+        return give_up(w, -ECANCELED);
+      /* Someone claimed w already: their wake-up must be consumed below. */
+      armable = false;
+    }
+  }
+  if (armable && deadline >= 0 &&
+      atomic_load_explicit(&w->state, memory_order_relaxed) == WEFT__W_WAITING) {
+    weft__shard *sh = t->shard;
+    int r = 0;
+    if (deadline <= weft__now()) {
+      r = -ETIMEDOUT;
+    } else {
+      w->timer.deadline = deadline;
+      w->timer.fire = on_deadline;
+      r = weft__timer_arm(&sh->timers, &w->timer);
+      if (r == 0) {
+        t->armed_timer = &w->timer;
+        weft__count(&sh->stats.timers_armed, 1);
       }
-      if (r < 0 && weft__waiter_claim(w)) {
-        weft__spin_lock(&t->wait_lock);
-        t->cur_waiter = NULL;
-        weft__spin_unlock(&t->wait_lock);
-        return give_up(w, r);
-      }
+    }
+    if (r < 0 && weft__waiter_claim(w)) {
+      if (cancellable)
+        unpublish(t);
+      return give_up(w, r);
     }
   }
   weft__task_suspend(t);
   /* Back on some shard; the deadline timer was disarmed before we ran. */
   t = w->task;
-  weft__spin_lock(&t->wait_lock);
-  t->cur_waiter = NULL;
-  weft__spin_unlock(&t->wait_lock);
+  if (cancellable)
+    unpublish(t);
   return w->result;
 }
 
 void weft__task_cancel_wait(weft_task *t)
 {
+  /* t->cancelled is set and weft__fence_heavy() has run (weft__task_cancel). */
   weft__spin_lock(&t->wait_lock);
-  weft__waiter *w = t->cur_waiter;
+  weft__waiter *w = atomic_load_explicit(&t->cur_waiter, memory_order_acquire);
   bool mine = w && weft__waiter_claim(w);
   weft__spin_unlock(&t->wait_lock);
   if (!mine)

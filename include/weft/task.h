@@ -87,7 +87,13 @@ WEFT_API int weft_detach(weft_task *t);
  * -ECANCELED; if it has not started it never runs. Returns 0, -ESRCH if t has
  * already returned, -EINVAL for NULL. Callable from any thread. A cancel that
  * returned 0 counts even if t then returns without noticing it: weft_join()
- * reports -ECANCELED (with t's result). */
+ * reports -ECANCELED (with t's result).
+ *
+ * Cost: a cancel makes one membarrier(2) system call (a few microseconds:
+ * it briefly interrupts the other running threads of the process), so that
+ * a wait, which happens far more often, needs no locked instruction to be
+ * cancellable. Cancelling a whole group or stopping a runtime makes one
+ * such call for all its tasks. */
 WEFT_API int weft_cancel(weft_task *t);
 
 /* Lets the other runnable tasks of this shard run, then continues (possibly

@@ -9,6 +9,7 @@
  * shards mixed with plain threads and runtime shutdown in test_chan_shards.c.
  */
 #include "chan_test.h"
+#include "fence.h"
 
 /* ---- arguments and faults ------------------------------------------------------------ */
 
@@ -518,5 +519,20 @@ Test(chan, cancellation_is_ecanceled_with_nothing_transferred, .timeout = 45)
   cancel_all(rt);
   rt_assert_clean();
   rt_stop_idle(rt);
+  rt_assert_no_leaks();
+}
+
+/* The same where the kernel has no membarrier: waiters and cancellers then
+ * both use real fences (lib/fence.h). Each test is its own process, so the
+ * mode forced here holds for this test only. */
+Test(chan, cancellation_with_symmetric_fences, .timeout = 45)
+{
+  weft__fence_force_symmetric();
+  rt_run(2, cancel_main, NULL);
+  cr_assert(!atomic_load(&weft__fence_asymmetric), "a runtime start turned them back on");
+  weft_runtime *rt = rt_start(2);
+  cancel_all(rt);
+  rt_stop_idle(rt);
+  rt_assert_clean();
   rt_assert_no_leaks();
 }

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/* Asymmetric fences through membarrier(2); see fence.h. */
+#include "fence.h"
+
+#include <errno.h>
+#include <linux/membarrier.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+atomic_bool weft__fence_asymmetric;
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+/* membarrier(2) without touching the caller's errno: 0 or -errno. */
+static int membarrier(int cmd)
+{
+  int saved = errno;
+  long r = syscall(SYS_membarrier, cmd, 0, 0);
+  int e = r < 0 ? errno : 0;
+  errno = saved;
+  return -e;
+}
+
+static void setup(void)
+{
+  if (membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0)
+    atomic_store(&weft__fence_asymmetric, true);
+}
+
+void weft__fence_init(void)
+{
+  pthread_once(&once, setup);
+}
+
+void weft__fence_force_symmetric(void)
+{
+  pthread_once(&once, setup);
+  atomic_store(&weft__fence_asymmetric, false);
+}
+
+void weft__fence_heavy(void)
+{
+  if (!atomic_load_explicit(&weft__fence_asymmetric, memory_order_relaxed)) {
+    atomic_thread_fence(memory_order_seq_cst);
+    return;
+  }
+  /* Registered, so the kernel has no reason to refuse; if it ever did, the
+   * frequent side's compiler barriers would no longer be enough. */
+  int r = membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
+  if (r < 0) {
+    fprintf(stderr, "weft: membarrier failed after registration (%d)\n", r);
+    abort();
+  }
+}
