@@ -16,6 +16,7 @@
  * bytes written. Exit 0 pass, 1 fail, 77 without io_uring.
  */
 #include "race_check.h"
+#include "race_rt.h"
 #include "weft.h"
 
 #include <errno.h>
@@ -93,16 +94,6 @@ static void *canceller(void *arg)
   return NULL;
 }
 
-static int submit_on(weft_runtime *rt, int placement, int shard, void *(*fn)(void *), void *arg,
-                     weft_task **t)
-{
-  weft_spawn_opts o;
-  weft_spawn_opts_init(&o);
-  o.placement = placement;
-  o.shard = shard;
-  return weft_runtime_submit(rt, &o, fn, arg, t);
-}
-
 /* Bytes still in the pipes (read without blocking). */
 static int drain(struct round *rd)
 {
@@ -130,7 +121,7 @@ static void run_round(weft_runtime *rt, struct round *rd, int round, int totals[
   for (int i = 0; i < READERS; i++) {
     int fd = rd->p[i % PIPES][0];
     int placement = i % 3 == 2 ? WEFT_PLACE_STEALABLE : WEFT_PLACE_PINNED;
-    CHECK(submit_on(rt, placement, i % 2, reader, (void *)(intptr_t)fd, &rd->readers[i]) == 0);
+    CHECK(race_submit_on(rt, placement, i % 2, reader, (void *)(intptr_t)fd, &rd->readers[i]) == 0);
     if (i % 16 == 15) /* often before it even starts */
       CHECK(weft_cancel(rd->readers[i]) == 0);
   }
@@ -141,13 +132,13 @@ static void run_round(weft_runtime *rt, struct round *rd, int round, int totals[
   weft_task *wt[WRITERS], *ct[2];
   for (int i = 0; i < WRITERS; i++) {
     wa[i] = (struct writer_arg){.rd = rd, .idx = i + round};
-    CHECK(submit_on(rt, WEFT_PLACE_PINNED, i % 2, writer, &wa[i], &wt[i]) == 0);
+    CHECK(race_submit_on(rt, WEFT_PLACE_PINNED, i % 2, writer, &wa[i], &wt[i]) == 0);
   }
   struct canceller_arg ca[4];
   for (int i = 0; i < 4; i++)
     ca[i] = (struct canceller_arg){.rd = rd, .which = i};
   for (int i = 0; i < 2; i++)
-    CHECK(submit_on(rt, WEFT_PLACE_PINNED, i, canceller, &ca[i], &ct[i]) == 0);
+    CHECK(race_submit_on(rt, WEFT_PLACE_PINNED, i, canceller, &ca[i], &ct[i]) == 0);
   pthread_t th;
   CHECK(pthread_create(&th, NULL, canceller, &ca[2]) == 0);
   cancel_share(rd, 3 - (round % 2)); /* this thread: share 3, or share 2 again */

@@ -24,6 +24,7 @@
  * io_uring.
  */
 #include "race_check.h"
+#include "race_rt.h"
 #include "weft.h"
 
 #include "fence.h"
@@ -116,16 +117,6 @@ static void *canceller(void *arg)
   return NULL;
 }
 
-static int submit_on(weft_runtime *rt, int placement, int shard, void *(*fn)(void *), void *arg,
-                     weft_task **t)
-{
-  weft_spawn_opts o;
-  weft_spawn_opts_init(&o);
-  o.placement = placement;
-  o.shard = shard;
-  return weft_runtime_submit(rt, &o, fn, arg, t);
-}
-
 static void run_round(weft_runtime *rt)
 {
   struct round rd = {0};
@@ -134,21 +125,21 @@ static void run_round(weft_runtime *rt)
 
   for (int i = 0; i < WAITERS; i++) {
     int placement = i % 3 == 2 ? WEFT_PLACE_STEALABLE : WEFT_PLACE_PINNED;
-    CHECK(submit_on(rt, placement, i % 2, i % 2 ? sem_waiter : chan_waiter, &rd,
+    CHECK(race_submit_on(rt, placement, i % 2, i % 2 ? sem_waiter : chan_waiter, &rd,
                     &rd.waiters[i]) == 0);
   }
   struct feeder_arg fa[FEEDERS];
   weft_task *feeders[FEEDERS];
   for (int i = 0; i < FEEDERS; i++) {
     fa[i] = (struct feeder_arg){&rd, i};
-    CHECK(submit_on(rt, WEFT_PLACE_PINNED, i % 2, feeder, &fa[i], &feeders[i]) == 0);
+    CHECK(race_submit_on(rt, WEFT_PLACE_PINNED, i % 2, feeder, &fa[i], &feeders[i]) == 0);
   }
   /* Cancellers: share 0 from a coroutine on each shard, shares 1 and 2 from
    * plain threads, all while the feeders run. */
   struct canceller_arg ca[3] = {{&rd, 0}, {&rd, 1}, {&rd, 2}};
   weft_task *cancellers[2];
-  CHECK(submit_on(rt, WEFT_PLACE_PINNED, 0, canceller, &ca[0], &cancellers[0]) == 0);
-  CHECK(submit_on(rt, WEFT_PLACE_PINNED, 1, canceller, &ca[0], &cancellers[1]) == 0);
+  CHECK(race_submit_on(rt, WEFT_PLACE_PINNED, 0, canceller, &ca[0], &cancellers[0]) == 0);
+  CHECK(race_submit_on(rt, WEFT_PLACE_PINNED, 1, canceller, &ca[0], &cancellers[1]) == 0);
   pthread_t th[2];
   for (int i = 0; i < 2; i++)
     CHECK(pthread_create(&th[i], NULL, canceller, &ca[1 + i]) == 0);
