@@ -18,10 +18,10 @@
  * shard (the same third twice) and from two plain threads.
  *
  * Checks: every waiter ends by itself (a cancel is never lost), with its
- * value (or permit) or with -ECANCELED, nothing else; nothing is lost or taken twice: values received + values
- * left in the channel == values sent (count and sum), permits taken +
- * permits left == permits released. Exit 0 pass, 1 fail, 77 without
- * io_uring.
+ * value (or permit) or with -ECANCELED, nothing else; nothing is lost or
+ * taken twice: values received + values left in the channel == values sent
+ * (count and sum), permits taken + permits left == permits released. Exit 0
+ * pass, 1 fail, 77 without io_uring.
  */
 #include "race_check.h"
 #include "race_rt.h"
