@@ -233,6 +233,7 @@ unsigned weft__steal_round(weft__shard *sh)
         weft__shard_ready_local(sh, batch[i]);
       else
         weft__shard_ready(sh, batch[i]);
+      weft__task_prefetch_run(batch[i]);
     }
     if (got)
       weft__count(&sh->stats.steal_takes, 1);
