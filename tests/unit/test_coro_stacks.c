@@ -307,10 +307,12 @@ static void *park_fn(void *arg)
 
 /* A slab stack dirtied while its coroutine was suspended (nothing checks at
  * destroy) must not make its size class unusable: create may refuse that
- * slot once, but the next create has to get a clean stack. */
+ * slot once, but the next create has to get a clean stack. Only slab slots
+ * without a guard region have their canary watched. */
 Test(coro, dirty_slab_slot_not_reissued, .timeout = 30)
 {
   weft__stack_cache_drain();
+  weft__stack_set_guard_regions(0);
   weft__stack_set_guard_budget(0);
   weft__coro *co = make(park_fn, NULL, STACK, NULL);
   cr_assert_eq(weft__coro_resume(co), WEFT__CORO_SUSPENDED);
@@ -328,6 +330,33 @@ Test(coro, dirty_slab_slot_not_reissued, .timeout = 30)
   cr_assert_eq(weft__coro_resume(next), WEFT__CORO_FINISHED);
   weft__coro_destroy(next);
   weft__stack_set_guard_budget(-1);
+  weft__stack_set_guard_regions(-1);
+}
+
+/* With a guard region below it, a slot's canary is just more stack: a
+ * write there is not a reason to give the slot back, and freeing does not
+ * read it. */
+Test(coro, guarded_slab_slot_cached_despite_canary, .timeout = 30)
+{
+  if (!weft__stack_guard_regions())
+    cr_skip_test("no guard regions on this kernel");
+  weft__stack_cache_drain();
+  weft__coro *co = make(park_fn, NULL, STACK, NULL);
+  cr_assert_eq(co->stack.kind, WEFT__STACK_SLAB);
+  cr_assert_eq(co->stack.guard, WEFT__STACK_GUARD);
+  char *base = co->stack.base;
+  cr_assert_eq(weft__coro_resume(co), WEFT__CORO_SUSPENDED);
+  base[-(ptrdiff_t)WEFT__STACK_CANARY] = 1;
+  weft__coro_destroy(co);
+  weft__stack_counters c0, c1;
+  weft__stack_get_counters(&c0);
+  weft__coro *next = make(park_fn, NULL, STACK, NULL);
+  weft__stack_get_counters(&c1);
+  cr_assert_eq(c1.cache_hits, c0.cache_hits + 1, "the slot was given back, not cached");
+  cr_assert_eq(next->stack.base, base);
+  cr_assert_eq(weft__coro_resume(next), WEFT__CORO_SUSPENDED);
+  cr_assert_eq(weft__coro_resume(next), WEFT__CORO_FINISHED);
+  weft__coro_destroy(next);
 }
 
 /* ---- bad input and resource failure ----------------------------------------- */
