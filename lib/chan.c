@@ -155,7 +155,7 @@ static int do_op(weft_chan *c, void *elem, bool send, bool block, int64_t deadli
   if (r != -EAGAIN || !block) {
     weft__spin_unlock(&c->lock);
     if (wake)
-      weft__waiter_complete(wake, 0);
+      weft__waiter_complete_from(self, wake, 0);
     return r;
   }
   if (deadline >= 0 && deadline <= weft__now()) {

@@ -442,6 +442,17 @@ static inline void weft__task_wake(weft_task *t)
   else
     weft__shard_push_remote(sh, t);
 }
+/* weft__task_wake() from a task that knows where it runs: `self` is the
+ * calling task (or NULL: look the shard up). Saves the thread-local lookup
+ * on a channel hand-over. */
+static inline void weft__task_wake_from(weft_task *self, weft_task *t)
+{
+  weft__shard *sh = t->shard;
+  if (self ? sh == self->shard : sh == weft__shard_self())
+    weft__shard_ready(sh, t);
+  else
+    weft__shard_push_remote(sh, t);
+}
 
 /* ---- waiting (lib/waitq.c) ----------------------------------------------------- */
 void weft__waitq_init(weft__waitq *q);
@@ -492,6 +503,19 @@ static inline void weft__waiter_complete(weft__waiter *w, int result)
   }
   atomic_store_explicit(&w->state, WEFT__W_DONE, memory_order_release);
   weft__task_wake(t); /* last touch: t may run (and w vanish) right after */
+}
+/* weft__waiter_complete() called by the running task `self` (see
+ * weft__task_wake_from). */
+static inline void weft__waiter_complete_from(weft_task *self, weft__waiter *w, int result)
+{
+  w->result = result;
+  weft_task *t = w->task;
+  if (!t) {
+    weft__waiter_complete_thread(w);
+    return;
+  }
+  atomic_store_explicit(&w->state, WEFT__W_DONE, memory_order_release);
+  weft__task_wake_from(self, t); /* last touch, as above */
 }
 /* Pops and claims up to `max` waiters of q (locked) and returns them as a
  * list linked through `next` (oldest first); *n (if not NULL) gets their
