@@ -432,19 +432,11 @@ void weft__task_cancel(weft_task *t);
  * barrier: mark each, then weft__fence_heavy() once, then deliver to each. */
 void weft__task_cancel_mark(weft_task *t);
 void weft__task_cancel_deliver(weft_task *t);
-/* Wakes t wherever it is bound (from any thread). Inline, like the waiter
- * calls below: every signal of a wait runs through it. */
-static inline void weft__task_wake(weft_task *t)
-{
-  weft__shard *sh = t->shard;
-  if (sh == weft__shard_self())
-    weft__shard_ready(sh, t);
-  else
-    weft__shard_push_remote(sh, t);
-}
-/* weft__task_wake() from a task that knows where it runs: `self` is the
- * calling task (or NULL: look the shard up). Saves the thread-local lookup
- * on a channel hand-over. */
+/* Wakes t wherever it is bound (from any thread). `self` is the calling
+ * task, when the caller knows it runs in one: its shard is then the running
+ * one, which saves the thread-local lookup on a channel hand-over; NULL
+ * looks the shard up. Inline, like the waiter calls below: every signal of a
+ * wait runs through it. */
 static inline void weft__task_wake_from(weft_task *self, weft_task *t)
 {
   weft__shard *sh = t->shard;
@@ -452,6 +444,10 @@ static inline void weft__task_wake_from(weft_task *self, weft_task *t)
     weft__shard_ready(sh, t);
   else
     weft__shard_push_remote(sh, t);
+}
+static inline void weft__task_wake(weft_task *t)
+{
+  weft__task_wake_from(NULL, t);
 }
 
 /* ---- waiting (lib/waitq.c) ----------------------------------------------------- */
@@ -492,20 +488,8 @@ bool weft__waiter_withdraw(weft__waiter *w);
 /* weft__waiter_complete() for a plain thread's waiter: a futex wake. */
 void weft__waiter_complete_thread(weft__waiter *w);
 /* Completes a claimed w with `result`: the waiter runs again. Call without
- * q's lock; w must not be touched afterwards. */
-static inline void weft__waiter_complete(weft__waiter *w, int result)
-{
-  w->result = result;
-  weft_task *t = w->task;
-  if (!t) {
-    weft__waiter_complete_thread(w);
-    return;
-  }
-  atomic_store_explicit(&w->state, WEFT__W_DONE, memory_order_release);
-  weft__task_wake(t); /* last touch: t may run (and w vanish) right after */
-}
-/* weft__waiter_complete() called by the running task `self` (see
- * weft__task_wake_from). */
+ * q's lock; w must not be touched afterwards. _from: called by the running
+ * task `self` (see weft__task_wake_from). */
 static inline void weft__waiter_complete_from(weft_task *self, weft__waiter *w, int result)
 {
   w->result = result;
@@ -515,7 +499,11 @@ static inline void weft__waiter_complete_from(weft_task *self, weft__waiter *w, 
     return;
   }
   atomic_store_explicit(&w->state, WEFT__W_DONE, memory_order_release);
-  weft__task_wake_from(self, t); /* last touch, as above */
+  weft__task_wake_from(self, t); /* last touch: t may run (and w vanish) right after */
+}
+static inline void weft__waiter_complete(weft__waiter *w, int result)
+{
+  weft__waiter_complete_from(NULL, w, result);
 }
 /* Pops and claims up to `max` waiters of q (locked) and returns them as a
  * list linked through `next` (oldest first); *n (if not NULL) gets their
