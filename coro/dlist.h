@@ -49,15 +49,9 @@
 
 #define WEFT__DQUEUE_UNLINK(head, tail, n, prev, next)                                         \
   do {                                                                                         \
-    if ((n)->prev)                                                                             \
-      (n)->prev->next = (n)->next;                                                             \
-    else                                                                                       \
-      (head) = (n)->next;                                                                      \
-    if ((n)->next)                                                                             \
-      (n)->next->prev = (n)->prev;                                                             \
-    else                                                                                       \
+    if (!(n)->next)                                                                            \
       (tail) = (n)->prev;                                                                      \
-    (n)->prev = (n)->next = NULL;                                                              \
+    WEFT__DLIST_UNLINK(head, n, prev, next);                                                   \
   } while (0)
 
 #endif
