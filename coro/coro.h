@@ -143,8 +143,7 @@ static inline weft__coro *weft__coro_resume_any(weft__coro *co)
   weft__coro_tls = prev;
 
   weft__coro *back = t.data;
-  if (__builtin_expect(weft__stack_canary_only(&back->stack), 0) &&
-      !weft__stack_canary_ok(&back->stack))
+  if (!weft__stack_canary_ok(&back->stack))
     weft__overflow_report(back, "unguarded stack, canary overwritten");
   if (back->state != WEFT__CORO_FINISHED) {
     back->ctx = t.fctx;
@@ -181,8 +180,7 @@ static inline weft__coro *weft__coro_suspend(weft__coro *self)
  * weft__coro_suspend(). */
 static inline weft__coro *weft__coro_switch(weft__coro *self, weft__coro *next)
 {
-  if (__builtin_expect(weft__stack_canary_only(&self->stack), 0) &&
-      !weft__stack_canary_ok(&self->stack))
+  if (!weft__stack_canary_ok(&self->stack))
     weft__overflow_report(self, "unguarded stack, canary overwritten");
   next->caller = self->caller;
   next->caller_bottom = self->caller_bottom;

@@ -417,10 +417,10 @@ void weft__stack_free(weft__stack *st)
   weft__asan_unpoison(st->base, st->size);
   /* A slab stack whose canary was overwritten must not be handed out as is:
    * releasing it re-zeroes the slot (MADV_DONTNEED) before it is reused.
-   * Only stacks without a guard have their canary read: it is a line at the
-   * far end of the stack that nothing else touches, a cache miss on every
-   * free, and with a guard below it the canary is just more stack. */
-  if (weft__stack_canary_only(st) && !weft__stack_canary_ok(st)) {
+   * Stacks with a guard skip the read (weft__stack_canary_ok): a line at
+   * the far end of the stack that nothing else touches, a cache miss on
+   * every free. */
+  if (!weft__stack_canary_ok(st)) {
     release(st);
     return;
   }

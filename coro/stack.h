@@ -7,11 +7,10 @@
  *    On Linux >= 6.13 each slot starts with a guard region
  *    (MADV_GUARD_INSTALL: it faults like a PROT_NONE page but costs no map
  *    entry), so every stack has a hardware guard however many there are;
- *    then all stacks are slab stacks. Below the stack, in any case, the
- *    lowest WEFT__STACK_CANARY bytes are kept zero and checked at every
- *    switch, so an overflow that skips the guard (or meets none, on an older
- *    kernel) is reported after the fact instead of silently corrupting the
- *    neighbour;
+ *    then all stacks are slab stacks. On older kernels a slab slot has no
+ *    guard: its lowest WEFT__STACK_CANARY bytes are kept zero and checked at
+ *    every switch, so an overflow is reported after the fact instead of
+ *    silently corrupting the neighbour;
  *  - guarded, on kernels without guard regions: its own mmap with a
  *    PROT_NONE guard below it. Costs two entries of the kernel's per-process
  *    map table (vm.max_map_count, 65530 by default), so only a budget of them
@@ -66,18 +65,14 @@ int weft__stack_alloc(weft__stack *st, size_t size);
 /* Returns a stack to this thread's cache, or to the system when it is full. */
 void weft__stack_free(weft__stack *st);
 
-/* True for the stacks only their canary watches: slab slots without a
- * guard region (kernels before 6.13). Every switch checks those; a guard
- * region or page catches an overflow itself, the moment it happens. */
-static inline bool weft__stack_canary_only(const weft__stack *st)
-{
-  return st->guard == 0;
-}
-
-/* True unless a slab stack's canary bytes were overwritten. */
+/* False when the canary of a stack that only its canary watches - a slab
+ * slot without a guard region (kernels before 6.13) - was overwritten. Every
+ * switch and every free check it; a stack with a guard (page or region)
+ * is always fine here: the guard catches an overflow itself, the moment it
+ * happens, and its canary bytes are just more stack. */
 static inline bool weft__stack_canary_ok(const weft__stack *st)
 {
-  if (st->kind != WEFT__STACK_SLAB)
+  if (__builtin_expect(st->guard != 0, 1))
     return true;
   const uint64_t *w = (const uint64_t *)(const void *)(st->base - WEFT__STACK_CANARY);
   uint64_t acc = 0;
