@@ -312,20 +312,6 @@ static inline bool weft__task_stealable(const weft_runtime *rt, const weft_task 
     return false; /* a multishot op of its own completes on this shard */
   return rt->cfg.steal_started || t->coro.state == WEFT__CORO_CREATED;
 }
-/* t was stolen: the victim's thread wrote last what resuming it reads
- * first - the context saved on its stack and, for a task that has not run
- * yet, its argument (most often a struct it starts with). Fetching those
- * now, while the thief still runs something else, takes the transfers
- * between cores off the path from one task to the next. Prefetches never
- * fault, whatever the argument is. */
-static inline void weft__task_prefetch_run(weft_task *t)
-{
-  const char *ctx = t->coro.ctx;
-  __builtin_prefetch(ctx);
-  __builtin_prefetch(ctx + 64);
-  if (t->coro.state == WEFT__CORO_CREATED)
-    __builtin_prefetch(t->body_arg);
-}
 /* Queues t on sh's stealable queue (sh's thread); false when it is full. */
 bool weft__steal_enqueue(weft__shard *sh, weft_task *t);
 weft_task *weft__steal_pop_local(weft__shard *sh);

@@ -120,7 +120,6 @@ static inline uint64_t ud_bell_failed(int target, unsigned kind, unsigned payloa
 
 /* ---- lib/msg_lane.c ------------------------------------------------------------ */
 
-
 int weft__rq_init(weft__rq *q);
 /* Pops up to max messages of q into out; returns how many. */
 size_t weft__rq_pop(weft__rq *q, weft_msg *out, size_t max);

@@ -54,8 +54,9 @@ static int pick_shard(weft_runtime *rt, const weft_spawn_opts *o)
 }
 
 /* Every task's coroutine runs this: the bookkeeping of a hand-over that
- * started it, the spawned function, then whatever it left open is ended here, by the task itself (it may have to wait for the
- * kernel's last completion), before the task counts as finished. */
+ * started it, the spawned function, then whatever it left open is ended
+ * here, by the task itself (it may have to wait for the kernel's last
+ * completion), before the task counts as finished. */
 static void *task_body(void *arg)
 {
   weft_task *t = arg;
