@@ -68,32 +68,6 @@ static void *writer(void *arg)
   return NULL;
 }
 
-/* Cancels the readers whose index is `which` mod 4 (every cancel lands on
- * whichever shard the reader is on: the same one, the other one, or a task
- * still on its way there). */
-static void cancel_share(struct round *rd, int which)
-{
-  for (int i = which; i < READERS; i += 4) {
-    int r = weft_cancel(rd->readers[i]);
-    CHECK(r == 0 || r == -ESRCH);
-    atomic_fetch_add(&rd->cancels_sent, 1);
-    if (i % 16 == which)
-      weft_yield(); /* sched_yield on a plain thread */
-  }
-}
-
-struct canceller_arg {
-  struct round *rd;
-  int which;
-};
-
-static void *canceller(void *arg)
-{
-  struct canceller_arg *c = arg;
-  cancel_share(c->rd, c->which);
-  return NULL;
-}
-
 /* Bytes still in the pipes (read without blocking). */
 static int drain(struct round *rd)
 {
@@ -134,14 +108,18 @@ static void run_round(weft_runtime *rt, struct round *rd, int round, int totals[
     wa[i] = (struct writer_arg){.rd = rd, .idx = i + round};
     CHECK(race_submit_on(rt, WEFT_PLACE_PINNED, i % 2, writer, &wa[i], &wt[i]) == 0);
   }
-  struct canceller_arg ca[4];
+  /* Share i: the readers whose index is i mod 4 (every cancel lands on
+   * whichever shard the reader is on: the same one, the other one, or a
+   * task still on its way there). */
+  struct race_cancel_share ca[4];
   for (int i = 0; i < 4; i++)
-    ca[i] = (struct canceller_arg){.rd = rd, .which = i};
+    ca[i] = (struct race_cancel_share){.v = rd->readers, .n = READERS, .first = i, .step = 4,
+                                       .yield_every = 4, .sent = &rd->cancels_sent};
   for (int i = 0; i < 2; i++)
-    CHECK(race_submit_on(rt, WEFT_PLACE_PINNED, i, canceller, &ca[i], &ct[i]) == 0);
+    CHECK(race_submit_on(rt, WEFT_PLACE_PINNED, i, race_canceller, &ca[i], &ct[i]) == 0);
   pthread_t th;
-  CHECK(pthread_create(&th, NULL, canceller, &ca[2]) == 0);
-  cancel_share(rd, 3 - (round % 2)); /* this thread: share 3, or share 2 again */
+  CHECK(pthread_create(&th, NULL, race_canceller, &ca[2]) == 0);
+  race_canceller(&ca[3 - (round % 2)]); /* this thread: share 3, or share 2 again */
 
   pthread_join(th, NULL);
   for (int i = 0; i < 2; i++)

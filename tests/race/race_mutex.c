@@ -13,6 +13,7 @@
  * -fsanitize=thread it must report nothing. Exit 0 pass, 1 fail, 77 skip.
  */
 #include "race_check.h"
+#include "race_rt.h"
 #include "weft.h"
 
 #include <errno.h>
@@ -174,12 +175,8 @@ static void *victim(void *arg)
 static weft_task *submit(weft_runtime *rt, int placement, int shard, void *(*fn)(void *),
                          void *arg)
 {
-  weft_spawn_opts o;
-  weft_spawn_opts_init(&o);
-  o.placement = placement;
-  o.shard = shard;
   weft_task *t = NULL;
-  int r = weft_runtime_submit(rt, &o, fn, arg, &t);
+  int r = race_submit_on(rt, placement, shard, fn, arg, &t);
   CHECK(r == 0);
   return r == 0 ? t : NULL;
 }

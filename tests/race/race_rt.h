@@ -1,9 +1,14 @@
 /* SPDX-License-Identifier: MIT */
-/* Runtime helpers shared by the race programs. */
+/* Runtime helpers shared by the race programs: submitting with a
+ * placement, and a canceller that runs as a coroutine or a plain thread. */
 #ifndef WEFT_TESTS_RACE_RT_H
 #define WEFT_TESTS_RACE_RT_H
 
+#include "race_check.h"
 #include "weft.h"
+
+#include <errno.h>
+#include <stdatomic.h>
 
 /* weft_runtime_submit() with a placement and a shard (-1: any). */
 static inline int race_submit_on(weft_runtime *rt, int placement, int shard,
@@ -14,6 +19,31 @@ static inline int race_submit_on(weft_runtime *rt, int placement, int shard,
   o.placement = placement;
   o.shard = shard;
   return weft_runtime_submit(rt, &o, fn, arg, t);
+}
+
+/* A share of cancels: v[first], v[first + step], ... below v[n], one after
+ * another, yielding (sched_yield on a plain thread) every `yield_every`
+ * cancels so that they interleave with the work. `sent` (if not NULL)
+ * counts the cancels made. Run race_canceller(&share) from a coroutine or a
+ * plain thread. */
+struct race_cancel_share {
+  weft_task **v;
+  int n, first, step, yield_every;
+  atomic_int *sent;
+};
+
+static inline void *race_canceller(void *arg)
+{
+  const struct race_cancel_share *c = arg;
+  for (int i = c->first, k = 0; i < c->n; i += c->step, k++) {
+    int r = weft_cancel(c->v[i]);
+    CHECK(r == 0 || r == -ESRCH);
+    if (c->sent)
+      atomic_fetch_add(c->sent, 1);
+    if (k % c->yield_every == 0)
+      weft_yield();
+  }
+  return NULL;
 }
 
 #endif

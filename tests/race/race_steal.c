@@ -17,6 +17,7 @@
  * Exit 0 when everything matches, 1 otherwise, 77 without io_uring.
  */
 #include "race_check.h"
+#include "race_rt.h"
 #include "core.h"
 
 #include <errno.h>
@@ -211,12 +212,8 @@ static void *submitter_main(void *arg)
 
 static int pin_and_join(weft_runtime *rt, int shard, void *(*fn)(void *), void *arg)
 {
-  weft_spawn_opts o;
-  weft_spawn_opts_init(&o);
-  o.placement = WEFT_PLACE_PINNED;
-  o.shard = shard;
   weft_task *t;
-  int r = weft_runtime_submit(rt, &o, fn, arg, &t);
+  int r = race_submit_on(rt, WEFT_PLACE_PINNED, shard, fn, arg, &t);
   if (r == 0)
     r = weft_join(t, NULL);
   return r;
@@ -244,13 +241,9 @@ static int runtime_part(void)
 
   /* Growers on both shards and the plain-thread submitters, all at once. */
   weft_task *g[2];
-  for (int s = 0; s < 2; s++) {
-    weft_spawn_opts o;
-    weft_spawn_opts_init(&o);
-    o.placement = WEFT_PLACE_PINNED;
-    o.shard = s;
-    CHECK(weft_runtime_submit(rt, &o, grower, (void *)(intptr_t)(s * SHARD0_TREES), &g[s]) == 0);
-  }
+  for (int s = 0; s < 2; s++)
+    CHECK(race_submit_on(rt, WEFT_PLACE_PINNED, s, grower, (void *)(intptr_t)(s * SHARD0_TREES),
+                         &g[s]) == 0);
   struct submitter sub[SUBMITTERS];
   pthread_t th[SUBMITTERS];
   for (int i = 0; i < SUBMITTERS; i++) {

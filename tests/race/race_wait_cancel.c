@@ -94,29 +94,6 @@ static void *feeder(void *arg)
   return NULL;
 }
 
-/* Cancels the waiters whose index is `which` mod 3, from wherever it runs. */
-static void cancel_share(struct round *rd, int which)
-{
-  for (int i = which; i < WAITERS; i += 3) {
-    int r = weft_cancel(rd->waiters[i]);
-    CHECK(r == 0 || r == -ESRCH);
-    if (i % 7 == 0)
-      weft_yield(); /* sched_yield on a plain thread */
-  }
-}
-
-struct canceller_arg {
-  struct round *rd;
-  int which;
-};
-
-static void *canceller(void *arg)
-{
-  struct canceller_arg *c = arg;
-  cancel_share(c->rd, c->which);
-  return NULL;
-}
-
 static void run_round(weft_runtime *rt)
 {
   struct round rd = {0};
@@ -136,13 +113,16 @@ static void run_round(weft_runtime *rt)
   }
   /* Cancellers: share 0 from a coroutine on each shard, shares 1 and 2 from
    * plain threads, all while the feeders run. */
-  struct canceller_arg ca[3] = {{&rd, 0}, {&rd, 1}, {&rd, 2}};
+  struct race_cancel_share ca[3];
+  for (int i = 0; i < 3; i++)
+    ca[i] = (struct race_cancel_share){.v = rd.waiters, .n = WAITERS, .first = i, .step = 3,
+                                       .yield_every = 7};
   weft_task *cancellers[2];
-  CHECK(race_submit_on(rt, WEFT_PLACE_PINNED, 0, canceller, &ca[0], &cancellers[0]) == 0);
-  CHECK(race_submit_on(rt, WEFT_PLACE_PINNED, 1, canceller, &ca[0], &cancellers[1]) == 0);
+  CHECK(race_submit_on(rt, WEFT_PLACE_PINNED, 0, race_canceller, &ca[0], &cancellers[0]) == 0);
+  CHECK(race_submit_on(rt, WEFT_PLACE_PINNED, 1, race_canceller, &ca[0], &cancellers[1]) == 0);
   pthread_t th[2];
   for (int i = 0; i < 2; i++)
-    CHECK(pthread_create(&th[i], NULL, canceller, &ca[1 + i]) == 0);
+    CHECK(pthread_create(&th[i], NULL, race_canceller, &ca[1 + i]) == 0);
 
   for (int i = 0; i < 2; i++)
     CHECK(pthread_join(th[i], NULL) == 0);

@@ -201,6 +201,15 @@ static uint64_t deep_expect(uint64_t i)
   return sum;
 }
 
+/* Runs a deep_fn coroutine made with argument i (suspended once) to its
+ * end, checks what it read back and destroys it. */
+static void finish_deep(weft__coro *co, uint64_t i)
+{
+  cr_assert_eq(weft__coro_resume(co), WEFT__CORO_FINISHED);
+  cr_assert_eq((uint64_t)(uintptr_t)co->ret, deep_expect(i));
+  weft__coro_destroy(co);
+}
+
 #define NSLAB 100
 
 Test(coro, slab_stacks_past_guard_budget, .timeout = 30)
@@ -223,11 +232,8 @@ Test(coro, slab_stacks_past_guard_budget, .timeout = 30)
 
   for (int i = 0; i < NSLAB; i++)
     cr_assert_eq(weft__coro_resume(cos[i]), WEFT__CORO_SUSPENDED);
-  for (int i = 0; i < NSLAB; i++) {
-    cr_assert_eq(weft__coro_resume(cos[i]), WEFT__CORO_FINISHED);
-    cr_assert_eq((uint64_t)(uintptr_t)cos[i]->ret, deep_expect((uint64_t)i));
-    weft__coro_destroy(cos[i]);
-  }
+  for (int i = 0; i < NSLAB; i++)
+    finish_deep(cos[i], (uint64_t)i);
   weft__stack_cache_drain();
   weft__stack_get_counters(&c1);
   cr_assert_eq(c1.slab_live, c0.slab_live);
@@ -238,9 +244,7 @@ Test(coro, slab_stacks_past_guard_budget, .timeout = 30)
   weft__stack_get_counters(&c1);
   cr_assert_eq(c1.mmaps, c0.mmaps);
   cr_assert_eq(weft__coro_resume(again), WEFT__CORO_SUSPENDED);
-  cr_assert_eq(weft__coro_resume(again), WEFT__CORO_FINISHED);
-  cr_assert_eq((uint64_t)(uintptr_t)again->ret, deep_expect(7));
-  weft__coro_destroy(again);
+  finish_deep(again, 7);
 
   weft__stack_set_guard_budget(-1);
   weft__stack_get_counters(&c1);
@@ -279,11 +283,8 @@ Test(coro, slab_stacks_get_guard_regions, .timeout = 30)
     cr_assert_eq(cos[i]->stack.base, cos[i]->stack.map + WEFT__STACK_GUARD + WEFT__STACK_CANARY);
     cr_assert_eq(weft__coro_resume(cos[i]), WEFT__CORO_SUSPENDED);
   }
-  for (int i = 0; i < NSLAB; i++) {
-    cr_assert_eq(weft__coro_resume(cos[i]), WEFT__CORO_FINISHED);
-    cr_assert_eq((uint64_t)(uintptr_t)cos[i]->ret, deep_expect((uint64_t)i));
-    weft__coro_destroy(cos[i]);
-  }
+  for (int i = 0; i < NSLAB; i++)
+    finish_deep(cos[i], (uint64_t)i);
   /* Released slots keep their guards: the next stack of the size reuses
    * one, without a new mapping, and an overflow on it still faults (the
    * death test above runs on such a slot). */
