@@ -240,6 +240,9 @@ unsigned weft__steal_round(weft__shard *sh)
       want = 64;
     uint32_t got = weft__deque_take(&best->deque, batch, want);
     for (uint32_t i = 0; i < got; i++) {
+      /* Before queuing: once queued, another thief may take the task, run
+       * it and even free it. */
+      prefetch_run(batch[i]);
       /* The first task runs here next, from the local queue, so every steal
        * makes progress. The rest stay stealable: a long task among them
        * must not hold the others back while a shard sits idle. */
@@ -247,7 +250,6 @@ unsigned weft__steal_round(weft__shard *sh)
         weft__shard_ready_local(sh, batch[i]);
       else
         weft__shard_ready(sh, batch[i]);
-      prefetch_run(batch[i]);
     }
     if (got)
       weft__count(&sh->stats.steal_takes, 1);
