@@ -158,7 +158,7 @@ typedef struct weft__shard_stats {
   weft__counter sq_full_flushes, cq_overflows, timers_cancelled;
   weft__counter wakes_sent, wakes_coalesced; /* shared */
   weft__counter msgs_sent, msgs_received, msg_doorbells, msg_doorbells_coalesced;
-  weft__counter msg_backpressure, msg_failed;
+  weft__counter msg_backpressure, msg_failed, msg_queue_full;
 } weft__shard_stats;
 
 struct weft__steal_state {

@@ -325,13 +325,13 @@ static int recv_on(weft__shard *sh, weft_msg *out, size_t max, unsigned flags, i
                    bool wait)
 {
   weft__rq *q = &sh->msg->q[flags & WEFT_MSG_HOT];
-  size_t n = weft__rq_pop(q, out, max);
+  size_t n = weft__msg_take(sh, q, out, max);
   if (n)
     return (int)n;
   /* Collect what the kernel has posted here (a ticketed message whose
    * sender has returned is there) before concluding there is nothing. */
   weft__shard_reap(sh);
-  if ((n = weft__rq_pop(q, out, max)))
+  if ((n = weft__msg_take(sh, q, out, max)))
     return (int)n;
   if (!wait)
     return -EAGAIN;
@@ -345,7 +345,7 @@ static int recv_on(weft__shard *sh, weft_msg *out, size_t max, unsigned flags, i
   int r = weft__waiter_wait(&w, deadline);
   if (r < 0)
     return r;
-  return 1 + (int)weft__rq_pop(q, out + 1, max - 1);
+  return 1 + (int)weft__msg_take(sh, q, out + 1, max - 1);
 }
 
 static int recv_common(weft_msg *out, size_t max, unsigned flags, int64_t deadline, bool wait)
@@ -514,6 +514,7 @@ static void shard_term(weft__msg_shard *ms, int nshards)
     return;
   free(ms->q[0].v);
   free(ms->q[1].v);
+  free(ms->stalled);
   if (ms->in)
     for (int i = 0; i <= nshards; i++)
       free(atomic_load_explicit(&ms->in[i], memory_order_relaxed));
@@ -540,7 +541,9 @@ static int shard_init(weft__msg_shard **out, int nshards, unsigned ncounters)
   ms->counter_q = weft__calloc(ncounters, sizeof(*ms->counter_q));
   ms->direct_seq = weft__calloc((size_t)nshards, sizeof(uint64_t));
   ms->posted_seq = weft__calloc((size_t)nshards, sizeof(uint64_t));
-  if (!ms->in || !ms->counters || !ms->counter_q || !ms->direct_seq || !ms->posted_seq)
+  ms->stalled = weft__calloc((size_t)nshards + 1, 1);
+  if (!ms->in || !ms->counters || !ms->counter_q || !ms->direct_seq || !ms->posted_seq ||
+      !ms->stalled)
     return -ENOMEM;
   for (unsigned i = 0; i < ncounters; i++)
     weft__waitq_init(&ms->counter_q[i]);
@@ -556,6 +559,7 @@ int weft__msg_init(weft_runtime *rt)
   mr->supported = msg_ring_supported();
   mr->lane_capacity = rt->cfg.msg_lane_capacity;
   mr->ncounters = rt->cfg.msg_counters;
+  mr->queue_limit = rt->cfg.msg_queue_limit;
   for (int i = 0; i < rt->nshards; i++)
     if (shard_init(&rt->shards[i].msg, rt->nshards, mr->ncounters) < 0)
       return -ENOMEM; /* the caller frees through weft__msg_term */

@@ -28,6 +28,15 @@
  * dispatch) and pops (its coroutines, which are kept on the shard for the
  * call with task->pinned_ops). A waiting receiver is handed its message
  * directly, so a queue with waiters is always empty and order is kept.
+ *
+ * Backpressure. A drain moves a lane's messages into a receive queue only
+ * while the queue holds fewer than msg_queue_limit; the rest stay in the
+ * lane (its head does not pass them) and the lane is marked stalled. Its
+ * producers then find it full (-EAGAIN) - the bound reaches the sender - and
+ * the receive that brings the queue down to half the limit drains the
+ * stalled lanes again. A flusher's acknowledgement comes with every drain
+ * that moved the head; it waits on until the head passes its messages.
+ * Direct messages are completions already posted: always queued.
  */
 #ifndef WEFT_LIB_MSG_INTERNAL_H
 #define WEFT_LIB_MSG_INTERNAL_H
@@ -74,6 +83,9 @@ typedef struct weft__rq {
 
 struct weft__msg_shard {
   weft__rq q[2];                    /* normal, hot */
+  uint8_t *stalled;                 /* [nshards + 1] lanes left holding messages
+                                       for want of room in the queues */
+  unsigned nstalled;
   _Atomic(weft__lane *) *in;        /* [nshards + 1] lanes into this shard by source;
                                        [nshards] is the plain threads' lane */
   _Atomic uint64_t *counters;       /* [ncounters] */
@@ -90,6 +102,7 @@ struct weft__msg_shard {
 struct weft__msg_rt {
   bool supported;                   /* the kernel has IORING_OP_MSG_RING */
   unsigned lane_capacity, ncounters;
+  uint32_t queue_limit;             /* cfg.msg_queue_limit */
   atomic_int nhot;                  /* tags marked hot: none lets lanes drain in bulk */
   _Atomic uint64_t hot[WEFT__MSG_HOT_WORDS]; /* hot tags, a bit each */
 };
@@ -123,6 +136,9 @@ static inline uint64_t ud_bell_failed(int target, unsigned kind, unsigned payloa
 int weft__rq_init(weft__rq *q);
 /* Pops up to max messages of q into out; returns how many. */
 size_t weft__rq_pop(weft__rq *q, weft_msg *out, size_t max);
+/* Pops up to max messages of sh's queue q for a receiver (sh's thread), then
+ * drains the lanes a full queue had stalled, if it has room again. */
+size_t weft__msg_take(weft__shard *sh, weft__rq *q, weft_msg *out, size_t max);
 /* A lane of `capacity` slots (a power of two), or NULL. */
 weft__lane *weft__lane_new(unsigned capacity);
 /* Appends what fits of msgs[0..n) (the producer); returns how many. */

@@ -77,17 +77,43 @@ static bool rq_hand_off(weft__rq *q, const weft_msg *m)
   return true;
 }
 
-/* Queues a message that arrived at sh (sh's thread). */
+static uint32_t rq_len(const weft__rq *q)
+{
+  return q->tail - q->head;
+}
+
+/* The receive queue of sh that m goes to. */
+static weft__rq *queue_for(weft__shard *sh, const weft_msg *m)
+{
+  uint64_t word = atomic_load_explicit(&sh->rt->msg->hot[m->tag >> 6], memory_order_relaxed);
+  return &sh->msg->q[(word >> (m->tag & 63)) & 1];
+}
+
+/* Queues a message that arrived at sh (sh's thread), whatever the queue
+ * holds: a direct message is a completion the kernel already posted. */
 static void deliver(weft__shard *sh, const weft_msg *m)
 {
-  weft__msg_rt *mr = sh->rt->msg;
-  uint64_t word = atomic_load_explicit(&mr->hot[m->tag >> 6], memory_order_relaxed);
-  weft__rq *q = &sh->msg->q[(word >> (m->tag & 63)) & 1];
+  weft__rq *q = queue_for(sh, m);
   if (q->maybe_waiters && rq_hand_off(q, m))
     return;
-  if (q->tail - q->head > q->mask)
+  if (rq_len(q) > q->mask)
     rq_grow(q);
   q->v[q->tail++ & q->mask] = *m;
+}
+
+/* deliver() for a message still in its lane: false, leaving it there, when
+ * its queue is at the limit. */
+static bool deliver_bounded(weft__shard *sh, const weft_msg *m, uint32_t limit)
+{
+  weft__rq *q = queue_for(sh, m);
+  if (q->maybe_waiters && rq_hand_off(q, m))
+    return true;
+  if (rq_len(q) >= limit)
+    return false;
+  if (rq_len(q) > q->mask)
+    rq_grow(q);
+  q->v[q->tail++ & q->mask] = *m;
+  return true;
 }
 
 /* ---- lanes ----------------------------------------------------------------------- */
@@ -131,7 +157,20 @@ bool weft__lane_needs_bell(weft__lane *l)
          !atomic_exchange_explicit(&l->bell, 1, memory_order_acq_rel);
 }
 
-/* A lane doorbell arrived at sh: take everything in lane `src`. */
+/* Records that lane `src` of sh still holds messages its queues had no room
+ * for; weft__msg_take comes back to it. */
+static void lane_stall(weft__shard *sh, unsigned src)
+{
+  weft__msg_shard *ms = sh->msg;
+  if (ms->stalled[src])
+    return;
+  ms->stalled[src] = 1;
+  ms->nstalled++;
+  weft__count(&sh->stats.msg_queue_full, 1);
+}
+
+/* A lane doorbell arrived at sh, or its receivers made room: take what lane
+ * `src` holds, as far as the receive queues have room below the limit. */
 static void lane_drain(weft__shard *sh, unsigned src)
 {
   weft_runtime *rt = sh->rt;
@@ -141,12 +180,17 @@ static void lane_drain(weft__shard *sh, unsigned src)
   atomic_store_explicit(&l->bell, 0, memory_order_seq_cst);
   uint32_t h = atomic_load_explicit(&l->head, memory_order_relaxed);
   uint32_t t = atomic_load_explicit(&l->tail, memory_order_seq_cst);
+  uint32_t limit = rt->msg->queue_limit;
   uint16_t sender = src == (unsigned)rt->nshards ? WEFT_MSG_EXTERNAL : (uint16_t)src;
   weft__rq *q = &sh->msg->q[0];
+  uint32_t end = t;
   if (!q->maybe_waiters && !atomic_load_explicit(&rt->msg->nhot, memory_order_relaxed)) {
     /* The common case - no hot tag, nobody waiting - copied in bulk. */
-    rq_reserve(q, t - h);
-    for (uint32_t i = h; i != t; i++) {
+    uint32_t room = rq_len(q) < limit ? limit - rq_len(q) : 0;
+    if (t - h > room)
+      end = h + room;
+    rq_reserve(q, end - h);
+    for (uint32_t i = h; i != end; i++) {
       weft_msg *m = &q->v[q->tail++ & q->mask];
       *m = l->slots[i & l->mask];
       m->sender = sender;
@@ -155,14 +199,25 @@ static void lane_drain(weft__shard *sh, unsigned src)
     for (uint32_t i = h; i != t; i++) {
       weft_msg m = l->slots[i & l->mask];
       m.sender = sender;
-      deliver(sh, &m);
+      if (!deliver_bounded(sh, &m, limit)) {
+        end = i;
+        break;
+      }
     }
   }
-  weft__count(&sh->stats.msgs_received, t - h);
-  atomic_store_explicit(&l->head, t, memory_order_seq_cst);
+  if (end != t) {
+    /* Coming back is on us now: spare the producers their doorbells. */
+    atomic_store_explicit(&l->bell, 1, memory_order_seq_cst);
+    lane_stall(sh, src);
+  }
+  if (end == h)
+    return; /* nothing moved: no flusher can be done */
+  weft__count(&sh->stats.msgs_received, end - h);
+  atomic_store_explicit(&l->head, end, memory_order_seq_cst);
   /* The other half of the flushers' handshake: they raise flush_req, then
    * look at head. A shard producer is told by a doorbell; the shared lane's
-   * flushers wait here, on this shard. */
+   * flushers wait here, on this shard. A flusher whose messages are not all
+   * taken yet looks, raises flush_req again and waits for the next drain. */
   if (atomic_load_explicit(&l->flush_req, memory_order_seq_cst) &&
       atomic_exchange_explicit(&l->flush_req, 0, memory_order_acq_rel)) {
     if (src < (unsigned)rt->nshards)
@@ -170,6 +225,25 @@ static void lane_drain(weft__shard *sh, unsigned src)
     else
       weft__waitq_release(&sh->msg->ext_flush_q, INT64_MAX, 0);
   }
+}
+
+size_t weft__msg_take(weft__shard *sh, weft__rq *q, weft_msg *out, size_t max)
+{
+  size_t n = weft__rq_pop(q, out, max);
+  weft__msg_shard *ms = sh->msg;
+  /* Lanes left full come back once the queue is half empty, so that a
+   * receiver taking one message at a time does not drain them one by one. */
+  if (n && ms->nstalled && rq_len(q) <= sh->rt->msg->queue_limit / 2) {
+    unsigned nsrc = (unsigned)sh->rt->nshards + 1;
+    for (unsigned src = 0; src < nsrc && ms->nstalled; src++) {
+      if (!ms->stalled[src])
+        continue;
+      ms->stalled[src] = 0;
+      ms->nstalled--;
+      lane_drain(sh, src); /* stalls it again if it still does not fit */
+    }
+  }
+  return n;
 }
 
 /* Counter `tag` of sh became non-zero: wake one taker. */

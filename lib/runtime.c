@@ -44,6 +44,7 @@ void weft_config_init(weft_config *cfg)
   cfg->steal_queue_capacity = 4096;
   cfg->msg_lane_capacity = 4096;
   cfg->msg_counters = 256;
+  cfg->msg_queue_limit = 65536;
 }
 
 static int usable_cpus(void)
@@ -83,7 +84,8 @@ static int validate(const weft_config *cfg)
   unsigned lane = cfg->msg_lane_capacity;
   if (lane < 2 || lane > (1u << 24) || (lane & (lane - 1)))
     return -EINVAL;
-  if (cfg->msg_counters == 0 || cfg->msg_counters > 65536)
+  if (cfg->msg_counters == 0 || cfg->msg_counters > 65536 || cfg->msg_queue_limit == 0 ||
+      cfg->msg_queue_limit > INT32_MAX)
     return -EINVAL;
   if (cfg->ncpus < 0 || (cfg->ncpus > 0 && !cfg->cpus))
     return -EINVAL;

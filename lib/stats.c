@@ -43,6 +43,7 @@ static void add_shard(weft_stats *out, const weft__shard *sh)
   out->msg_doorbells_coalesced += weft__counter_get(&s->msg_doorbells_coalesced);
   out->msg_backpressure += weft__counter_get(&s->msg_backpressure);
   out->msg_failed += weft__counter_get(&s->msg_failed);
+  out->msg_queue_full += weft__counter_get(&s->msg_queue_full);
 }
 
 static double ratio(uint64_t a, uint64_t b)

@@ -34,11 +34,14 @@
  * Receiving: each shard has two receive queues, the normal one
  * (weft_msg_recv) and the hot one (weft_msg_recv_hot) for the tags marked
  * with weft_msg_hot_tag(), so that urgent traffic is not stuck behind bulk.
- * Receive queues grow as needed: a receiver that falls behind costs memory,
- * never a message (if memory runs out while a completion has to be stored,
- * the process aborts with a message, since a posted completion cannot be
- * refused). The lane capacity bounds only what is in flight between two
- * shards, not what waits in the receiver's queue.
+ * Batched messages are taken into a receive queue only while it holds fewer
+ * than weft_config.msg_queue_limit; the rest wait in their lanes, which fill
+ * up and refuse their senders (-EAGAIN) until receivers make room - a slow
+ * receiver pushes back on its senders instead of costing memory without
+ * bound (counted in weft_stats.msg_queue_full). Direct messages are
+ * completions the kernel has already posted: they are always queued, and a
+ * receiver that falls behind them costs memory, never a message (if memory
+ * runs out while one has to be stored, the process aborts with a message).
  *
  * When sends happen: a coroutine's direct messages are queued as SQEs on
  * its shard's ring and submitted together when it next suspends or yields
@@ -125,7 +128,9 @@ WEFT_API int weft_msg_send_wait_rt(weft_runtime *rt, int shard, uint16_t tag, ui
  *     marker per target with direct traffic since the last flush: msg_ring
  *     SQEs of one ring are issued in order), and
  *   - every batched message was taken out of its lane by the target shard
- *     and is in that shard's receive queues (the target acknowledges).
+ *     and is in that shard's receive queues (the target acknowledges). A
+ *     target whose queue is at msg_queue_limit takes them only as its
+ *     receivers make room: until then the flush waits.
  * Counter adds need no flush: they are visible as soon as the add returns.
  * Returns 0, -ECANCELED (the coroutine was cancelled while waiting), the
  * kernel's error for a marker, -EPERM on a plain thread. */

@@ -128,6 +128,14 @@ typedef struct weft_config {
                                      use: 8 bytes a slot. */
   unsigned msg_counters;          /* counter tags per shard (weft_counter_add
                                      takes tags below it), 1..65536, default 256 */
+  unsigned msg_queue_limit;       /* batched messages a shard takes into each
+                                     of its receive queues before it leaves
+                                     the rest in their lanes until receivers
+                                     make room, >= 1, default 65536: a slow
+                                     receiver fills the lanes and its senders
+                                     get -EAGAIN instead of the queue growing
+                                     without bound (direct messages are always
+                                     queued: the kernel has posted them) */
 } weft_config;
 
 /* Fills every field with its default. */

@@ -79,6 +79,9 @@ typedef struct weft_stats {
                                offered again and refused again counts again) */
   uint64_t msg_failed;      /* msg_ring sends the kernel refused (sent again
                                unless the runtime is stopping) */
+  uint64_t msg_queue_full;  /* times a lane into this shard was left holding
+                               messages because a receive queue was at
+                               weft_config.msg_queue_limit */
   unsigned ring_flags;      /* WEFT_RING_* in use (sum: those every shard uses) */
   unsigned ring_entries;    /* SQ size of the ring */
 } weft_stats;

@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Suite "msg": the receive-queue limit (weft_config.msg_queue_limit). A
+ * shard whose receivers do not keep up takes batched messages only up to the
+ * limit; the rest wait in the lane, which fills and refuses its sender, and
+ * a flush waits; once a receiver makes room, everything arrives, in order,
+ * exactly once. Direct messages are queued whatever the limit. Both drain
+ * paths are covered: the bulk copy (no hot tag) and message by message (a
+ * hot tag exists).
+ */
+#include "msg_test.h"
+
+#define LANE 8
+#define LIMIT 16
+#define TOTAL 3000
+#define DIRECT 100
+#define TAG_LANE 5
+#define TAG_DIRECT 6
+#define TAG_HOT 99
+
+static weft_stats shard_stats(int shard)
+{
+  weft_stats st;
+  memset(&st, 0, sizeof(st));
+  CO_EQ(weft_stats_get(NULL, shard, &st), 0);
+  return st;
+}
+
+/* Sends lane message `val` to shard 1, yielding while the lane is full. */
+static void send_one(uint32_t val)
+{
+  weft_msg m = {.tag = TAG_LANE, .val = val};
+  int r;
+  while ((r = weft_msg_send_many(1, &m, 1)) == -EAGAIN)
+    weft_yield();
+  CO_EQ(r, 1);
+}
+
+static void *receiver(void *arg)
+{
+  (void)arg;
+  uint32_t next = 0, direct = 0;
+  while (next < TOTAL || direct < DIRECT) {
+    weft_msg m;
+    CO_EQ(weft_msg_recv(&m, in_ms(20000)), 0);
+    CO_EQ(m.sender, 0);
+    if (m.tag == TAG_DIRECT) {
+      direct++;
+      continue;
+    }
+    CO_EQ(m.tag, TAG_LANE);
+    CO_EQ(m.val, next); /* in order, none lost, none twice */
+    if (m.val != next)
+      return NULL;
+    next++;
+  }
+  weft_msg m;
+  CO_EQ(weft_msg_try_recv(&m, 0), -EAGAIN);
+  return NULL;
+}
+
+static void *limit_main(void *arg)
+{
+  bool hot = arg != NULL;
+  if (hot) /* any hot tag sends drains down the message-by-message path */
+    CO_EQ(weft_msg_hot_tag(NULL, TAG_HOT, true), 0);
+
+  /* Nobody receives on shard 1: it takes LIMIT, the lane holds LANE more. */
+  uint32_t sent = 0;
+  for (; sent < LIMIT + LANE; sent++)
+    send_one(sent);
+  CO_CHECK(RT_POLL(shard_stats(1).msgs_received == LIMIT));
+  weft_msg m = {.tag = TAG_LANE, .val = sent};
+  for (int i = 0; i < 20; i++) {
+    CO_EQ(weft_msg_send_many(1, &m, 1), -EAGAIN);
+    weft_sleep(WEFT_MSEC);
+  }
+  weft_stats st1 = shard_stats(1);
+  CO_EQ(st1.msgs_received, LIMIT);
+  CO_EQ(st1.msg_queue_full, 1);
+  CO_EQ(weft_msg_flush_rt(NULL, in_ms(20)), -ETIMEDOUT);
+
+  /* Direct messages are queued past the limit. */
+  for (uint32_t i = 0; i < DIRECT; i++)
+    CO_EQ(weft_msg_send(1, TAG_DIRECT, i), 0);
+  CO_CHECK(RT_POLL(shard_stats(1).msgs_received == LIMIT + DIRECT));
+
+  /* A receiver makes room: the lane drains, the rest follows. */
+  weft_task *r = spawn_on(1, receiver, NULL);
+  for (; sent < TOTAL; sent++)
+    send_one(sent);
+  CO_EQ(weft_msg_flush(), 0);
+  rt_join_int(r);
+  st1 = shard_stats(1);
+  CO_EQ(st1.msgs_received, TOTAL + DIRECT);
+  CO_CHECK(st1.msg_queue_full >= 1);
+  return NULL;
+}
+
+static void run_limit(bool hot)
+{
+  weft_config c;
+  rt_cfg(&c, 2);
+  c.msg_lane_capacity = LANE;
+  c.msg_queue_limit = LIMIT;
+  void *ret;
+  int r = weft_run(&c, limit_main, hot ? (void *)1 : NULL, &ret);
+  RT_SKIP_IF_NO_URING(r);
+  cr_assert_eq(r, 0);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+Test(msg, queue_limit_pushes_back_on_the_sender, .timeout = 60)
+{
+  run_limit(false);
+}
+
+Test(msg, queue_limit_pushes_back_with_hot_tags, .timeout = 60)
+{
+  run_limit(true);
+}
+
+Test(msg, queue_limit_zero_is_einval, .timeout = 20)
+{
+  weft_config c;
+  rt_cfg(&c, 1);
+  c.msg_queue_limit = 0;
+  weft_runtime *rt = NULL;
+  cr_assert_eq(weft_runtime_start(&rt, &c), -EINVAL);
+  cr_assert_null(rt);
+}
