@@ -15,11 +15,12 @@
 
 /* ---- process-wide state ------------------------------------------------ */
 
-static _Atomic uint64_t n_mmaps, n_munmaps;
+static _Atomic uint64_t n_mmaps, n_munmaps, n_releases;
 static _Atomic int64_t n_guarded, n_slab;
 static _Atomic int64_t guard_budget = -1;      /* -1: not computed yet */
 static _Atomic unsigned cache_limit = 64;
 static _Atomic int guard_regions = -1;         /* -1: not probed yet */
+static _Atomic unsigned depot_count;           /* stacks in the depot (depot_lock) */
 
 #ifndef MADV_GUARD_INSTALL
 #define MADV_GUARD_INSTALL 102 /* Linux 6.13 */
@@ -132,6 +133,8 @@ void weft__stack_get_counters(weft__stack_counters *out)
   out->guarded_live = atomic_load(&n_guarded);
   out->slab_live = atomic_load(&n_slab);
   out->guard_budget = budget();
+  out->depot = atomic_load(&depot_count);
+  out->releases = atomic_load(&n_releases);
 }
 
 static void *map_region(size_t len, int prot)
@@ -339,6 +342,7 @@ static uint64_t cache_hits_total(void)
 
 static void release(weft__stack *st)
 {
+  atomic_fetch_add_explicit(&n_releases, 1, memory_order_relaxed);
   weft__valgrind_deregister(st->vg_id);
   if (st->kind == WEFT__STACK_GUARDED)
     guarded_release(st);
@@ -346,7 +350,8 @@ static void release(weft__stack *st)
     slab_release(st);
 }
 
-void weft__stack_cache_drain(void)
+/* Gives this thread's cached stacks back to the system. */
+static void cache_release_all(void)
 {
   while (cache_head) {
     struct cached *c = cache_head;
@@ -360,7 +365,7 @@ void weft__stack_cache_drain(void)
 static void cache_destructor(void *unused)
 {
   (void)unused;
-  weft__stack_cache_drain();
+  cache_release_all();
   hits_unregister();
 }
 
@@ -374,6 +379,140 @@ static struct cached *cached_at(const weft__stack *st)
   return (struct cached *)(void *)(st->base + st->size - sizeof(struct cached));
 }
 
+/* Puts c on top of this thread's cache (arming the exit destructor first). */
+static void cache_push(struct cached *c)
+{
+  pthread_once(&cache_once, cache_key_init);
+  if (!cache_count) {
+    pthread_setspecific(cache_key, (void *)1); /* arms the exit destructor */
+    if (!my_hits_listed)
+      hits_register(); /* before the first hit this cache can give */
+  }
+  c->next = cache_head;
+  cache_head = c;
+  cache_count++;
+}
+
+/* ---- the depot: stacks between the threads' caches ------------------------------
+ *
+ * Stacks flow between threads: a shard that runs what another spawned frees
+ * more than it allocates, and the spawner the reverse. Given back to the
+ * system, the thief's overflow costs an madvise (a TLB shootdown reaching
+ * every core of the process) and the spawner a page fault for each page it
+ * touches again. So half a full cache moves to a shared depot under one
+ * lock, and an empty cache takes a batch from there; only beyond
+ * WEFT__STACK_DEPOT_MAX stacks does the overflow go back to the system. */
+
+struct depot_class {
+  struct depot_class *next;
+  size_t request;
+  struct cached *head;
+};
+static pthread_mutex_t depot_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct depot_class *depot_classes; /* guarded by depot_lock */
+
+static struct depot_class *depot_class_for(size_t request, bool make)
+{
+  for (struct depot_class *d = depot_classes; d; d = d->next)
+    if (d->request == request)
+      return d;
+  if (!make)
+    return NULL;
+  struct depot_class *d = calloc(1, sizeof(*d));
+  if (!d)
+    return NULL;
+  d->request = request;
+  d->next = depot_classes;
+  depot_classes = d;
+  return d;
+}
+
+/* Moves up to n stacks of size `request` from the top of this thread's cache
+ * to the depot; returns how many moved. */
+static unsigned depot_put(size_t request, unsigned n)
+{
+  unsigned moved = 0;
+  pthread_mutex_lock(&depot_lock);
+  unsigned room = WEFT__STACK_DEPOT_MAX - atomic_load_explicit(&depot_count, memory_order_relaxed);
+  struct depot_class *d = room ? depot_class_for(request, true) : NULL;
+  while (d && moved < n && moved < room && cache_head && cache_head->st.request == request) {
+    struct cached *c = cache_head;
+    cache_head = c->next;
+    cache_count--;
+    c->next = d->head;
+    d->head = c;
+    moved++;
+  }
+  atomic_fetch_add_explicit(&depot_count, moved, memory_order_relaxed);
+  pthread_mutex_unlock(&depot_lock);
+  return moved;
+}
+
+/* Refills this thread's cache with up to half its limit of stacks of size
+ * `request` from the depot; false if there were none. */
+static bool depot_take(size_t request)
+{
+  unsigned limit = atomic_load_explicit(&cache_limit, memory_order_relaxed);
+  unsigned want = limit > cache_count ? limit - cache_count : 0;
+  if (want > limit / 2)
+    want = limit / 2 ? limit / 2 : 1;
+  if (!want || !atomic_load_explicit(&depot_count, memory_order_relaxed))
+    return false;
+  unsigned moved = 0;
+  pthread_mutex_lock(&depot_lock);
+  struct depot_class *d = depot_class_for(request, false);
+  while (d && d->head && moved < want) {
+    struct cached *c = d->head;
+    d->head = c->next;
+    cache_push(c);
+    moved++;
+  }
+  atomic_fetch_sub_explicit(&depot_count, moved, memory_order_relaxed);
+  pthread_mutex_unlock(&depot_lock);
+  return moved > 0;
+}
+
+static void depot_release_all(void)
+{
+  pthread_mutex_lock(&depot_lock);
+  for (struct depot_class *d = depot_classes; d; d = d->next) {
+    while (d->head) {
+      struct cached *c = d->head;
+      d->head = c->next;
+      weft__stack st = c->st;
+      release(&st);
+    }
+  }
+  atomic_store_explicit(&depot_count, 0, memory_order_relaxed);
+  pthread_mutex_unlock(&depot_lock);
+}
+
+void weft__stack_cache_drain(void)
+{
+  cache_release_all();
+  depot_release_all();
+}
+
+/* Pops a cached stack of size `request` (looking at the first few entries
+ * only: the cache is LIFO and most programs use one stack size). */
+static bool cache_pop(weft__stack *st, size_t request)
+{
+  struct cached **pp = &cache_head;
+  for (int i = 0; *pp && i < 4; i++, pp = &(*pp)->next) {
+    if ((*pp)->st.request == request) {
+      struct cached *c = *pp;
+      *pp = c->next;
+      cache_count--;
+      *st = c->st;
+      /* Only this thread writes it: no locked add. */
+      atomic_store_explicit(&my_hits.n, atomic_load_explicit(&my_hits.n, memory_order_relaxed) + 1,
+                            memory_order_relaxed);
+      return true;
+    }
+  }
+  return false;
+}
+
 int weft__stack_alloc(weft__stack *st, size_t size)
 {
   if (size == 0 || size > WEFT__STACK_MAX)
@@ -383,21 +522,8 @@ int weft__stack_alloc(weft__stack *st, size_t size)
   if (size < WEFT__STACK_MIN)
     size = WEFT__STACK_MIN;
 
-  /* The cache is LIFO; most programs use one stack size, so look at the
-   * first few entries only instead of walking the list. */
-  struct cached **pp = &cache_head;
-  for (int i = 0; *pp && i < 4; i++, pp = &(*pp)->next) {
-    if ((*pp)->st.request == size) {
-      struct cached *c = *pp;
-      *pp = c->next;
-      cache_count--;
-      *st = c->st;
-      /* Only this thread writes it: no locked add. */
-      atomic_store_explicit(&my_hits.n, atomic_load_explicit(&my_hits.n, memory_order_relaxed) + 1,
-                            memory_order_relaxed);
-      return 0;
-    }
-  }
+  if (cache_pop(st, size) || (depot_take(size) && cache_pop(st, size)))
+    return 0;
 
   /* With guard regions a slab stack is as safe as a mapping of its own, and
    * cheaper: one madvise for a new slot, no map entries. */
@@ -424,18 +550,13 @@ void weft__stack_free(weft__stack *st)
     release(st);
     return;
   }
-  if (cache_count < atomic_load_explicit(&cache_limit, memory_order_relaxed)) {
-    pthread_once(&cache_once, cache_key_init);
-    if (!cache_count) {
-      pthread_setspecific(cache_key, (void *)1); /* arms the exit destructor */
-      if (!my_hits_listed)
-        hits_register(); /* before the first hit this cache can give */
-    }
+  unsigned limit = atomic_load_explicit(&cache_limit, memory_order_relaxed);
+  if (cache_count >= limit && limit)
+    depot_put(st->request, limit / 2 ? limit / 2 : 1);
+  if (cache_count < limit) {
     struct cached *c = cached_at(st);
     c->st = *st;
-    c->next = cache_head;
-    cache_head = c;
-    cache_count++;
+    cache_push(c);
     return;
   }
   release(st);

@@ -21,7 +21,10 @@
  *
  * A per-thread cache of free stacks (bounded) makes the common create/destroy
  * cycle free of syscalls; its contents go back to the system when the thread
- * exits.
+ * exits. Between the caches, a shared depot (bounded) takes a full cache's
+ * overflow and refills an empty one, so stacks that flow from one thread to
+ * another (spawned on one shard, run and freed on another) cost no syscall
+ * either.
  */
 #ifndef WEFT_CORO_STACK_H
 #define WEFT_CORO_STACK_H
@@ -56,7 +59,12 @@ typedef struct weft__stack_counters {
   int64_t guarded_live;  /* guarded stacks that exist (in use or cached) */
   int64_t slab_live;     /* slab stacks handed out and not yet returned */
   int64_t guard_budget;  /* the limit on guarded_live */
+  uint64_t depot;        /* free stacks in the depot between thread caches */
+  uint64_t releases;     /* stacks given back to the system (munmap, or
+                            MADV_DONTNEED of a slab slot) */
 } weft__stack_counters;
+
+#define WEFT__STACK_DEPOT_MAX 1024u /* stacks the depot holds at most */
 
 /* Rounds `size` up to whole pages. 0 or past WEFT__STACK_MAX → -EINVAL,
  * no memory → -ENOMEM; on failure *st is untouched. */
@@ -97,7 +105,8 @@ bool weft__stack_guard_regions(void);
 /* Largest number of stacks one thread keeps cached (default 64). */
 void weft__stack_set_cache_limit(unsigned n);
 
-/* Gives this thread's cached stacks back to the system. */
+/* Gives this thread's cached stacks, and those in the depot shared by all
+ * threads, back to the system. */
 void weft__stack_cache_drain(void);
 
 void weft__stack_get_counters(weft__stack_counters *out);

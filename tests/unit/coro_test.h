@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Shared by the files of suite "coro" (test_coro_switch.c,
- * test_coro_stacks.c): the default stack size, creating a coroutine that
- * must succeed, and a body that returns its argument.
+ * test_coro_stacks.c, test_coro_handover.c, test_coro_depot.c): the
+ * default stack size, creating a coroutine that must succeed, and a body
+ * that returns its argument.
  */
 #ifndef WEFT_TESTS_CORO_TEST_H
 #define WEFT_TESTS_CORO_TEST_H

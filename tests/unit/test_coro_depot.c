@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Suite "coro", part 4 - the stack depot between threads' caches. Stacks
+ * that one thread allocates and another frees (spawned on one shard, run to
+ * the end on another) overflow the freeing thread's cache into the depot
+ * instead of going back to the system, and the allocating thread takes them
+ * from there: no release, no new mapping. The depot is bounded, and a drain
+ * empties it.
+ *
+ * Criterion runs every test in a process of its own; counters are still
+ * compared with a reading taken at the start.
+ */
+#include "coro_test.h"
+
+#define SMALL ((size_t)16 << 10)
+#define MOVED 200 /* more than a cache holds (64), fewer than the depot */
+
+struct batch {
+  weft__stack *st;
+  size_t n;
+  weft__stack_counters after; /* read by the freeing thread, before it exits */
+};
+
+static int64_t live(const weft__stack_counters *c)
+{
+  return c->slab_live + c->guarded_live;
+}
+
+static void alloc_all(weft__stack *st, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    cr_assert_eq(weft__stack_alloc(&st[i], SMALL), 0);
+}
+
+static void *free_all(void *arg)
+{
+  struct batch *b = arg;
+  for (size_t i = 0; i < b->n; i++)
+    weft__stack_free(&b->st[i]);
+  weft__stack_get_counters(&b->after);
+  return NULL;
+}
+
+/* Frees b's stacks on a thread of their own, which then exits (its cache
+ * goes back to the system, the depot stays). */
+static void free_elsewhere(struct batch *b)
+{
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, free_all, b), 0);
+  cr_assert_eq(pthread_join(th, NULL), 0);
+}
+
+Test(coro, stacks_freed_on_another_thread_come_back_through_the_depot, .timeout = 30)
+{
+  weft__stack_cache_drain();
+  weft__stack_counters c0, c1;
+  weft__stack_get_counters(&c0);
+  cr_assert_eq(c0.depot, 0);
+
+  static weft__stack st[MOVED];
+  alloc_all(st, MOVED);
+  struct batch b = {st, MOVED, {0}};
+  free_elsewhere(&b);
+  /* Nothing was given back while the thread freed: what its cache could
+   * not hold went to the depot. */
+  cr_assert_eq(live(&b.after), live(&c0) + MOVED, "overflow given back to the system");
+  cr_assert_geq(b.after.depot, MOVED - 64);
+  cr_assert_leq(b.after.depot, MOVED);
+
+  /* This thread gets them back without a new mapping. */
+  weft__stack_get_counters(&c0);
+  uint64_t from_depot = c0.depot;
+  cr_assert_eq(from_depot, b.after.depot, "the exiting thread emptied the depot");
+  alloc_all(st, from_depot);
+  weft__stack_get_counters(&c1);
+  cr_assert_eq(c1.depot, 0);
+  cr_assert_eq(c1.cache_hits - c0.cache_hits, from_depot);
+  cr_assert_eq(c1.mmaps, c0.mmaps);
+  cr_assert_eq(live(&c1), live(&c0));
+
+  for (size_t i = 0; i < from_depot; i++)
+    weft__stack_free(&st[i]);
+  weft__stack_cache_drain();
+}
+
+Test(coro, depot_is_bounded_and_drained, .timeout = 60)
+{
+  weft__stack_cache_drain();
+  weft__stack_counters c0, c1;
+  weft__stack_get_counters(&c0);
+
+  size_t n = WEFT__STACK_DEPOT_MAX + MOVED;
+  weft__stack *st = calloc(n, sizeof(*st));
+  cr_assert_not_null(st);
+  alloc_all(st, n);
+  struct batch b = {st, n, {0}};
+  free_elsewhere(&b);
+  cr_assert_eq(b.after.depot, WEFT__STACK_DEPOT_MAX);
+  /* The rest went back to the system: beyond the depot, and the freeing
+   * thread's cache when it exited. */
+  weft__stack_get_counters(&c1);
+  cr_assert_eq(c1.depot, WEFT__STACK_DEPOT_MAX);
+  cr_assert_eq(live(&c1), live(&c0) + WEFT__STACK_DEPOT_MAX);
+
+  weft__stack_cache_drain();
+  weft__stack_get_counters(&c1);
+  cr_assert_eq(c1.depot, 0);
+  cr_assert_eq(live(&c1), live(&c0));
+  free(st);
+}
