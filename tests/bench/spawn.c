@@ -14,9 +14,17 @@
  * other task crosses to the other shard, so its wake-up, completion and
  * stack travel between threads).
  *
+ * Detached lines: a coroutine pinned to shard 0 spawns detached tasks, 16
+ * at a time, yielding after each 16 - the accept loop of a server. On 2
+ * shards the other one steals and runs a share: those stacks are allocated
+ * on one thread and freed on the other. These lines keep the default stack
+ * cache (64) and print `releases_per_coro`, the stacks given back to the
+ * system per task: without the depot between the caches, the thief's
+ * overflow went back with madvise and the spawner took fresh pages.
+ *
  * The stack cache is per thread and holds 64 stacks by default; a round of
  * BATCH tasks needs BATCH stacks at once, so the limit is raised for the
- * bench and the first rounds (not timed) fill the cache. `mmaps_per_coro`
+ * joined lines and the first rounds (not timed) fill the cache. `mmaps_per_coro`
  * shows whether the timed rounds really ran on cached stacks, and
  * `switches_per_coro` how often the scheduler resumed something per task:
  * 1.0 when every child runs once and the joiner only wakes at the end, up to
@@ -29,6 +37,7 @@
 #include "stack.h"
 #include "weft.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #define BATCH 1000
@@ -152,6 +161,87 @@ static int bench_spawn(const char *name, int shards, int placement, int rounds, 
   return 0;
 }
 
+/* ---- detached tasks from an accept-loop-like spawner ------------------------ */
+
+#define DETACHED_GROUP 16
+
+struct detached_run {
+  long groups;
+  _Atomic long done;
+  double ns_per_task;
+  weft__stack_counters c0, c1;
+  int err;
+};
+
+static void *count_done(void *arg)
+{
+  struct detached_run *d = arg;
+  atomic_fetch_add_explicit(&d->done, 1, memory_order_relaxed);
+  return NULL;
+}
+
+static void *detached_spawner(void *arg)
+{
+  struct detached_run *d = arg;
+  weft__stack_get_counters(&d->c0);
+  int64_t t0 = bench_now_ns();
+  long total = d->groups * DETACHED_GROUP;
+  for (long g = 0; g < d->groups; g++) {
+    for (int i = 0; i < DETACHED_GROUP; i++) {
+      int e = weft_spawn(NULL, NULL, count_done, d);
+      if (e < 0) {
+        d->err = e;
+        total = g * DETACHED_GROUP + i;
+        break;
+      }
+    }
+    if (d->err)
+      break;
+    weft_yield();
+  }
+  while (atomic_load_explicit(&d->done, memory_order_relaxed) < total)
+    weft_yield();
+  d->ns_per_task = (double)(bench_now_ns() - t0) / (double)(total ? total : 1);
+  weft__stack_get_counters(&d->c1);
+  return NULL;
+}
+
+static void *detached_main(void *arg)
+{
+  weft_spawn_opts o;
+  weft_spawn_opts_init(&o);
+  o.placement = WEFT_PLACE_PINNED;
+  o.shard = 0;
+  weft_task *t;
+  int e = weft_spawn(&t, &o, detached_spawner, arg);
+  if (e < 0)
+    return (void *)(intptr_t)e;
+  weft_join(t, NULL);
+  return NULL;
+}
+
+static int bench_detached(const char *name, int shards, long groups, double ref)
+{
+  struct detached_run d = {.groups = groups};
+  weft_config cfg;
+  weft_config_init(&cfg);
+  cfg.shards = shards;
+  void *ret = NULL;
+  int r = weft_run(&cfg, detached_main, &d, &ret);
+  if (r < 0)
+    return r;
+  if (ret)
+    return (int)(intptr_t)ret;
+  if (d.err < 0)
+    return d.err;
+  double n = (double)groups * DETACHED_GROUP;
+  bench_print(name, "ns_per_coro", d.ns_per_task, "coro_switch_rtt_ns", ref, d.ns_per_task / ref,
+              ",\"shards\":%d,\"tasks\":%.0f,\"releases_per_coro\":%.4f,\"mmaps_per_coro\":%.4f",
+              shards, n, (double)(d.c1.releases - d.c0.releases) / n,
+              (double)(d.c1.mmaps - d.c0.mmaps) / n);
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   bool quick = bench_quick(argc, argv);
@@ -182,6 +272,22 @@ int main(int argc, char **argv)
     }
     if (r < 0) {
       fprintf(stderr, "spawn: %s failed: %s\n", runs[i].name, weft_strerror(r));
+      return 1;
+    }
+  }
+
+  /* The detached lines run with the default cache, from a clean start. */
+  weft__stack_set_cache_limit(64);
+  weft__stack_cache_drain();
+  long groups = quick ? 20000 : 200000;
+  static const struct {
+    const char *name;
+    int shards;
+  } detached[] = {{"spawn_detached", 1}, {"spawn_detached_2shards", 2}};
+  for (size_t i = 0; i < sizeof(detached) / sizeof(detached[0]); i++) {
+    int r = bench_detached(detached[i].name, detached[i].shards, groups, ref);
+    if (r < 0) {
+      fprintf(stderr, "spawn: %s failed: %s\n", detached[i].name, weft_strerror(r));
       return 1;
     }
   }
