@@ -2,12 +2,15 @@
 /* Asymmetric fences through membarrier(2); see fence.h. */
 #include "fence.h"
 
+#include "../coro/fault.h"
+
 #include <errno.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 atomic_bool weft__fence_asymmetric;
@@ -47,9 +50,21 @@ void weft__fence_heavy(void)
     atomic_thread_fence(memory_order_seq_cst);
     return;
   }
-  /* Registered, so the kernel has no reason to refuse; if it ever did, the
-   * frequent side's compiler barriers would no longer be enough. */
-  int r = membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
+  /* Registered, so the kernel refuses only for want of memory (the cpumask
+   * it allocates per call, on kernels built with CPUMASK_OFFSTACK): wait
+   * and try again - the barrier cannot be skipped. Anything else (a seccomp
+   * filter installed since) leaves the frequent side's compiler barriers
+   * without their other half, and nothing safe to fall back on. */
+  int r;
+  while ((r = weft__fault_hit(WEFT__FAULT_MEMBARRIER)
+                  ? -ENOMEM
+                  : membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)) == -ENOMEM ||
+         r == -EINTR || r == -EAGAIN) {
+    struct timespec pause = {0, 100000}; /* 100 us */
+    int saved = errno;
+    nanosleep(&pause, NULL);
+    errno = saved;
+  }
   if (r < 0) {
     fprintf(stderr, "weft: membarrier failed after registration (%d)\n", r);
     abort();

@@ -40,7 +40,11 @@ static inline void weft__fence_light(void)
     atomic_thread_fence(memory_order_seq_cst);
 }
 
-/* The rare side's barrier: a system call when the fences are asymmetric. */
+/* The rare side's barrier: a system call when the fences are asymmetric.
+ * Refused for want of memory, it waits 100 us and tries again; refused for
+ * any other reason after a successful registration (a seccomp filter
+ * installed since), the process aborts with a message: the frequent side's
+ * compiler barriers would be left without their other half. */
 void weft__fence_heavy(void);
 
 #endif

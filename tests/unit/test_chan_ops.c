@@ -536,3 +536,20 @@ Test(chan, cancellation_with_symmetric_fences, .timeout = 45)
   rt_assert_clean();
   rt_assert_no_leaks();
 }
+
+/* A canceller's membarrier refused for want of memory (the kernel allocates
+ * per call): it waits and tries again - the barrier cannot be skipped, nor
+ * may the process abort. */
+Test(chan, cancellation_survives_a_refused_membarrier, .timeout = 45)
+{
+  weft_runtime *rt = rt_start(2);
+  weft__fault_arm(WEFT__FAULT_MEMBARRIER, 1);
+  cancel_all(rt);
+  if (atomic_load(&weft__fence_asymmetric))
+    cr_assert_eq(atomic_load(&weft__fault_countdown[WEFT__FAULT_MEMBARRIER]), 0,
+                 "no cancel went through the membarrier");
+  weft__fault_arm(WEFT__FAULT_MEMBARRIER, 0);
+  rt_assert_clean();
+  rt_stop_idle(rt);
+  rt_assert_no_leaks();
+}
