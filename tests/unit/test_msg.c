@@ -13,14 +13,6 @@
 #define TAG_DIRECT 7
 #define TAG_LANE 8
 
-static weft_stats shard_stats(int shard)
-{
-  weft_stats st;
-  memset(&st, 0, sizeof(st));
-  CO_EQ(weft_stats_get(NULL, shard, &st), 0);
-  return st;
-}
-
 /* Sends msgs[0..n) on the lane to `shard`, yielding while it is full. */
 static void send_all_many(weft_runtime *rt, int shard, const weft_msg *msgs, size_t n)
 {

@@ -18,14 +18,6 @@
 #define TAG_DIRECT 6
 #define TAG_HOT 99
 
-static weft_stats shard_stats(int shard)
-{
-  weft_stats st;
-  memset(&st, 0, sizeof(st));
-  CO_EQ(weft_stats_get(NULL, shard, &st), 0);
-  return st;
-}
-
 /* Sends lane message `val` to shard 1, yielding while the lane is full. */
 static void send_one(uint32_t val)
 {
