@@ -15,7 +15,7 @@
 
 /* ---- process-wide state ------------------------------------------------ */
 
-static _Atomic uint64_t n_mmaps, n_munmaps, n_releases;
+static _Atomic uint64_t n_mmaps, n_munmaps, n_releases, n_release_calls;
 static _Atomic int64_t n_guarded, n_slab;
 static _Atomic int64_t guard_budget = -1;      /* -1: not computed yet */
 static _Atomic unsigned cache_limit = 64;
@@ -135,6 +135,7 @@ void weft__stack_get_counters(weft__stack_counters *out)
   out->guard_budget = budget();
   out->depot = atomic_load(&depot_count);
   out->releases = atomic_load(&n_releases);
+  out->release_calls = atomic_load(&n_release_calls);
 }
 
 static void *map_region(size_t len, int prot)
@@ -258,12 +259,9 @@ static int slab_alloc(weft__stack *st, size_t size)
   return 0;
 }
 
-static void slab_release(weft__stack *st)
+/* Puts a released slot on its class's free list (slab_lock held). */
+static void slab_return_locked(const weft__stack *st)
 {
-  /* Give the pages back (this also re-zeroes the canary) before the slot can
-   * be handed out again. */
-  madvise(st->map, st->map_len, MADV_DONTNEED);
-  pthread_mutex_lock(&slab_lock);
   struct slab_class *c = slab_class_for(st->map_len, st->guard);
   if (c && c->n_free == c->cap_free) {
     size_t cap = c->cap_free ? c->cap_free * 2 : 256;
@@ -277,8 +275,6 @@ static void slab_release(weft__stack *st)
     c->free_slots[c->n_free++] = st->map;
   /* else: no memory to remember the slot; its address space stays reserved
    * (and unused) rather than risk handing out a slot twice. */
-  pthread_mutex_unlock(&slab_lock);
-  atomic_fetch_sub(&n_slab, 1);
 }
 
 /* ---- the per-thread cache ------------------------------------------------- */
@@ -340,26 +336,84 @@ static uint64_t cache_hits_total(void)
   return n;
 }
 
+static int by_map(const void *a, const void *b)
+{
+  const char *x = ((const weft__stack *)a)->map, *y = ((const weft__stack *)b)->map;
+  return (x > y) - (x < y);
+}
+
+/* Gives n stacks back to the system (v is reordered). Slab slots next to
+ * each other in memory are emptied with one madvise - a mass release (a
+ * shutdown, the end of a burst) frees stacks that were carved one after
+ * another, and each madvise's TLB shootdown reaches every core - and the
+ * slab lock is taken once. Emptying gives the pages back and re-zeroes the
+ * canary before a slot can be handed out again; guard regions stay. */
+static void release_many(weft__stack *v, size_t n)
+{
+  if (n > 1)
+    qsort(v, n, sizeof(*v), by_map);
+  size_t slabs = 0;
+  for (size_t i = 0; i < n;) {
+    weft__valgrind_deregister(v[i].vg_id);
+    atomic_fetch_add_explicit(&n_releases, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&n_release_calls, 1, memory_order_relaxed);
+    if (v[i].kind == WEFT__STACK_GUARDED) {
+      guarded_release(&v[i]);
+      i++;
+      continue;
+    }
+    size_t j = i + 1;
+    char *end = v[i].map + v[i].map_len;
+    while (j < n && v[j].kind == WEFT__STACK_SLAB && v[j].map == end &&
+           v[j].map_len == v[i].map_len && v[j].guard == v[i].guard) {
+      weft__valgrind_deregister(v[j].vg_id);
+      atomic_fetch_add_explicit(&n_releases, 1, memory_order_relaxed);
+      end += v[j].map_len;
+      j++;
+    }
+    madvise(v[i].map, (size_t)(end - v[i].map), MADV_DONTNEED);
+    slabs += j - i;
+    i = j;
+  }
+  if (!slabs)
+    return;
+  pthread_mutex_lock(&slab_lock);
+  for (size_t i = 0; i < n; i++)
+    if (v[i].kind == WEFT__STACK_SLAB)
+      slab_return_locked(&v[i]);
+  pthread_mutex_unlock(&slab_lock);
+  atomic_fetch_sub(&n_slab, (int64_t)slabs);
+}
+
 static void release(weft__stack *st)
 {
-  atomic_fetch_add_explicit(&n_releases, 1, memory_order_relaxed);
-  weft__valgrind_deregister(st->vg_id);
-  if (st->kind == WEFT__STACK_GUARDED)
-    guarded_release(st);
-  else
-    slab_release(st);
+  release_many(st, 1);
+}
+
+/* Stacks released together at most (a batch lives on the stack). */
+#define RELEASE_BATCH 64
+
+/* Pops up to max stacks off this thread's cache into v (any size unless
+ * `request` is not 0); returns how many. */
+static size_t cache_take(weft__stack *v, size_t max, size_t request)
+{
+  size_t n = 0;
+  while (n < max && cache_head && (!request || cache_head->st.request == request)) {
+    struct cached *c = cache_head;
+    cache_head = c->next;
+    cache_count--;
+    v[n++] = c->st;
+  }
+  return n;
 }
 
 /* Gives this thread's cached stacks back to the system. */
 static void cache_release_all(void)
 {
-  while (cache_head) {
-    struct cached *c = cache_head;
-    cache_head = c->next;
-    weft__stack st = c->st;
-    release(&st);
-  }
-  cache_count = 0;
+  weft__stack v[RELEASE_BATCH];
+  size_t n;
+  while ((n = cache_take(v, RELEASE_BATCH, 0)))
+    release_many(v, n);
 }
 
 static void cache_destructor(void *unused)
@@ -474,13 +528,16 @@ static bool depot_take(size_t request)
 
 static void depot_release_all(void)
 {
+  weft__stack v[RELEASE_BATCH];
   pthread_mutex_lock(&depot_lock);
   for (struct depot_class *d = depot_classes; d; d = d->next) {
     while (d->head) {
-      struct cached *c = d->head;
-      d->head = c->next;
-      weft__stack st = c->st;
-      release(&st);
+      size_t n = 0;
+      for (; n < RELEASE_BATCH && d->head; n++) {
+        v[n] = d->head->st;
+        d->head = d->head->next;
+      }
+      release_many(v, n);
     }
   }
   atomic_store_explicit(&depot_count, 0, memory_order_relaxed);
@@ -551,13 +608,19 @@ void weft__stack_free(weft__stack *st)
     return;
   }
   unsigned limit = atomic_load_explicit(&cache_limit, memory_order_relaxed);
+  unsigned half = limit / 2 ? limit / 2 : 1;
   if (cache_count >= limit && limit)
-    depot_put(st->request, limit / 2 ? limit / 2 : 1);
+    depot_put(st->request, half);
   if (cache_count < limit) {
     struct cached *c = cached_at(st);
     c->st = *st;
     cache_push(c);
     return;
   }
-  release(st);
+  /* Cache and depot full: this stack and the top of the cache go back in
+   * one batch, so that the next frees are cached again. */
+  weft__stack v[RELEASE_BATCH];
+  v[0] = *st;
+  size_t n = 1 + cache_take(v + 1, half < RELEASE_BATCH - 1 ? half : RELEASE_BATCH - 1, 0);
+  release_many(v, n);
 }

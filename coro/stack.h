@@ -62,6 +62,8 @@ typedef struct weft__stack_counters {
   uint64_t depot;        /* free stacks in the depot between thread caches */
   uint64_t releases;     /* stacks given back to the system (munmap, or
                             MADV_DONTNEED of a slab slot) */
+  uint64_t release_calls;/* system calls that did it: adjacent slab slots
+                            released together share one madvise */
 } weft__stack_counters;
 
 #define WEFT__STACK_DEPOT_MAX 1024u /* stacks the depot holds at most */
