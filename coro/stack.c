@@ -336,10 +336,17 @@ static uint64_t cache_hits_total(void)
   return n;
 }
 
-static int by_map(const void *a, const void *b)
+/* Sorts v by address: an insertion sort, since n <= RELEASE_BATCH and this
+ * may run on a coroutine's stack (qsort could allocate). */
+static void sort_by_map(weft__stack *v, size_t n)
 {
-  const char *x = ((const weft__stack *)a)->map, *y = ((const weft__stack *)b)->map;
-  return (x > y) - (x < y);
+  for (size_t i = 1; i < n; i++) {
+    weft__stack x = v[i];
+    size_t j = i;
+    for (; j > 0 && v[j - 1].map > x.map; j--)
+      v[j] = v[j - 1];
+    v[j] = x;
+  }
 }
 
 /* Gives n stacks back to the system (v is reordered). Slab slots next to
@@ -350,8 +357,7 @@ static int by_map(const void *a, const void *b)
  * canary before a slot can be handed out again; guard regions stay. */
 static void release_many(weft__stack *v, size_t n)
 {
-  if (n > 1)
-    qsort(v, n, sizeof(*v), by_map);
+  sort_by_map(v, n);
   size_t slabs = 0;
   for (size_t i = 0; i < n;) {
     weft__valgrind_deregister(v[i].vg_id);
@@ -390,8 +396,11 @@ static void release(weft__stack *st)
   release_many(st, 1);
 }
 
-/* Stacks released together at most (a batch lives on the stack). */
+/* Stacks released together at most. The batch is gathered in a buffer of
+ * the thread's, not on its stack: a free may run on a coroutine's stack (a
+ * join releases the task it joined), which can be as small as 16 KiB. */
 #define RELEASE_BATCH 64
+static __thread weft__stack release_buf[RELEASE_BATCH];
 
 /* Pops up to max stacks off this thread's cache into v (any size unless
  * `request` is not 0); returns how many. */
@@ -410,7 +419,7 @@ static size_t cache_take(weft__stack *v, size_t max, size_t request)
 /* Gives this thread's cached stacks back to the system. */
 static void cache_release_all(void)
 {
-  weft__stack v[RELEASE_BATCH];
+  weft__stack *v = release_buf;
   size_t n;
   while ((n = cache_take(v, RELEASE_BATCH, 0)))
     release_many(v, n);
@@ -528,7 +537,7 @@ static bool depot_take(size_t request)
 
 static void depot_release_all(void)
 {
-  weft__stack v[RELEASE_BATCH];
+  weft__stack *v = release_buf;
   pthread_mutex_lock(&depot_lock);
   for (struct depot_class *d = depot_classes; d; d = d->next) {
     while (d->head) {
@@ -619,7 +628,7 @@ void weft__stack_free(weft__stack *st)
   }
   /* Cache and depot full: this stack and the top of the cache go back in
    * one batch, so that the next frees are cached again. */
-  weft__stack v[RELEASE_BATCH];
+  weft__stack *v = release_buf;
   v[0] = *st;
   size_t n = 1 + cache_take(v + 1, half < RELEASE_BATCH - 1 ? half : RELEASE_BATCH - 1, 0);
   release_many(v, n);
