@@ -402,12 +402,11 @@ static void release(weft__stack *st)
 #define RELEASE_BATCH 64
 static __thread weft__stack release_buf[RELEASE_BATCH];
 
-/* Pops up to max stacks off this thread's cache into v (any size unless
- * `request` is not 0); returns how many. */
-static size_t cache_take(weft__stack *v, size_t max, size_t request)
+/* Pops up to max stacks off this thread's cache into v; returns how many. */
+static size_t cache_take(weft__stack *v, size_t max)
 {
   size_t n = 0;
-  while (n < max && cache_head && (!request || cache_head->st.request == request)) {
+  while (n < max && cache_head) {
     struct cached *c = cache_head;
     cache_head = c->next;
     cache_count--;
@@ -421,7 +420,7 @@ static void cache_release_all(void)
 {
   weft__stack *v = release_buf;
   size_t n;
-  while ((n = cache_take(v, RELEASE_BATCH, 0)))
+  while ((n = cache_take(v, RELEASE_BATCH)))
     release_many(v, n);
 }
 
@@ -630,6 +629,6 @@ void weft__stack_free(weft__stack *st)
    * one batch, so that the next frees are cached again. */
   weft__stack *v = release_buf;
   v[0] = *st;
-  size_t n = 1 + cache_take(v + 1, half < RELEASE_BATCH - 1 ? half : RELEASE_BATCH - 1, 0);
+  size_t n = 1 + cache_take(v + 1, half < RELEASE_BATCH - 1 ? half : RELEASE_BATCH - 1);
   release_many(v, n);
 }
