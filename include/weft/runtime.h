@@ -131,7 +131,7 @@ typedef struct weft_config {
   unsigned msg_queue_limit;       /* batched messages a shard takes into each
                                      of its receive queues before it leaves
                                      the rest in their lanes until receivers
-                                     make room, >= 1, default 65536: a slow
+                                     make room, 1..2^31-1, default 65536: a slow
                                      receiver fills the lanes and its senders
                                      get -EAGAIN instead of the queue growing
                                      without bound (direct messages are always
