@@ -10,6 +10,8 @@
  */
 #include "msg_test.h"
 
+#include <limits.h>
+
 #define LANE 8
 #define LIMIT 16
 #define TOTAL 3000
@@ -113,12 +115,15 @@ Test(msg, queue_limit_pushes_back_with_hot_tags, .timeout = 60)
   run_limit(true);
 }
 
-Test(msg, queue_limit_zero_is_einval, .timeout = 20)
+Test(msg, queue_limit_out_of_range_is_einval, .timeout = 20)
 {
-  weft_config c;
-  rt_cfg(&c, 1);
-  c.msg_queue_limit = 0;
-  weft_runtime *rt = NULL;
-  cr_assert_eq(weft_runtime_start(&rt, &c), -EINVAL);
-  cr_assert_null(rt);
+  static const unsigned bad[] = {0, (unsigned)INT32_MAX + 1, UINT_MAX};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    weft_config c;
+    rt_cfg(&c, 1);
+    c.msg_queue_limit = bad[i];
+    weft_runtime *rt = NULL;
+    cr_assert_eq(weft_runtime_start(&rt, &c), -EINVAL, "msg_queue_limit %u", bad[i]);
+    cr_assert_null(rt);
+  }
 }
