@@ -89,20 +89,9 @@ static weft__rq *queue_for(weft__shard *sh, const weft_msg *m)
   return &sh->msg->q[(word >> (m->tag & 63)) & 1];
 }
 
-/* Queues a message that arrived at sh (sh's thread), whatever the queue
- * holds: a direct message is a completion the kernel already posted. */
-static void deliver(weft__shard *sh, const weft_msg *m)
-{
-  weft__rq *q = queue_for(sh, m);
-  if (q->maybe_waiters && rq_hand_off(q, m))
-    return;
-  if (rq_len(q) > q->mask)
-    rq_grow(q);
-  q->v[q->tail++ & q->mask] = *m;
-}
-
-/* deliver() for a message still in its lane: false, leaving it there, when
- * its queue is at the limit. */
+/* Queues a message that arrived at sh (sh's thread), or hands it to a
+ * waiting receiver; false, leaving it where it is, when its queue already
+ * holds `limit` messages. */
 static bool deliver_bounded(weft__shard *sh, const weft_msg *m, uint32_t limit)
 {
   weft__rq *q = queue_for(sh, m);
@@ -114,6 +103,13 @@ static bool deliver_bounded(weft__shard *sh, const weft_msg *m, uint32_t limit)
     rq_grow(q);
   q->v[q->tail++ & q->mask] = *m;
   return true;
+}
+
+/* deliver_bounded() without a bound: a direct message is a completion the
+ * kernel already posted, so it is queued whatever the queue holds. */
+static void deliver(weft__shard *sh, const weft_msg *m)
+{
+  (void)deliver_bounded(sh, m, UINT32_MAX);
 }
 
 /* ---- lanes ----------------------------------------------------------------------- */
