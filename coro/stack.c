@@ -358,11 +358,10 @@ static void sort_by_map(weft__stack *v, size_t n)
 static void release_many(weft__stack *v, size_t n)
 {
   sort_by_map(v, n);
-  size_t slabs = 0;
-  for (size_t i = 0; i < n;) {
+  size_t slabs = 0, calls = 0;
+  for (size_t i = 0; i < n; i++)
     weft__valgrind_deregister(v[i].vg_id);
-    atomic_fetch_add_explicit(&n_releases, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&n_release_calls, 1, memory_order_relaxed);
+  for (size_t i = 0; i < n; calls++) {
     if (v[i].kind == WEFT__STACK_GUARDED) {
       guarded_release(&v[i]);
       i++;
@@ -371,16 +370,14 @@ static void release_many(weft__stack *v, size_t n)
     size_t j = i + 1;
     char *end = v[i].map + v[i].map_len;
     while (j < n && v[j].kind == WEFT__STACK_SLAB && v[j].map == end &&
-           v[j].map_len == v[i].map_len && v[j].guard == v[i].guard) {
-      weft__valgrind_deregister(v[j].vg_id);
-      atomic_fetch_add_explicit(&n_releases, 1, memory_order_relaxed);
-      end += v[j].map_len;
-      j++;
-    }
+           v[j].map_len == v[i].map_len && v[j].guard == v[i].guard)
+      end += v[j++].map_len;
     madvise(v[i].map, (size_t)(end - v[i].map), MADV_DONTNEED);
     slabs += j - i;
     i = j;
   }
+  atomic_fetch_add_explicit(&n_releases, n, memory_order_relaxed);
+  atomic_fetch_add_explicit(&n_release_calls, calls, memory_order_relaxed);
   if (!slabs)
     return;
   pthread_mutex_lock(&slab_lock);
@@ -401,6 +398,14 @@ static void release(weft__stack *st)
  * join releases the task it joined), which can be as small as 16 KiB. */
 #define RELEASE_BATCH 64
 static __thread weft__stack release_buf[RELEASE_BATCH];
+
+/* Stacks moved at once between a thread's cache and the depot or the
+ * system: half the cache limit, at least one. */
+static unsigned cache_batch(void)
+{
+  unsigned limit = atomic_load_explicit(&cache_limit, memory_order_relaxed);
+  return limit / 2 ? limit / 2 : 1;
+}
 
 /* Pops up to max stacks off this thread's cache into v; returns how many. */
 static size_t cache_take(weft__stack *v, size_t max)
@@ -515,9 +520,9 @@ static unsigned depot_put(size_t request, unsigned n)
 static bool depot_take(size_t request)
 {
   unsigned limit = atomic_load_explicit(&cache_limit, memory_order_relaxed);
-  unsigned want = limit > cache_count ? limit - cache_count : 0;
-  if (want > limit / 2)
-    want = limit / 2 ? limit / 2 : 1;
+  unsigned want = limit > cache_count ? limit - cache_count : 0, batch = cache_batch();
+  if (want > batch)
+    want = batch;
   if (!want || !atomic_load_explicit(&depot_count, memory_order_relaxed))
     return false;
   unsigned moved = 0;
@@ -616,7 +621,7 @@ void weft__stack_free(weft__stack *st)
     return;
   }
   unsigned limit = atomic_load_explicit(&cache_limit, memory_order_relaxed);
-  unsigned half = limit / 2 ? limit / 2 : 1;
+  unsigned half = cache_batch();
   if (cache_count >= limit && limit)
     depot_put(st->request, half);
   if (cache_count < limit) {
