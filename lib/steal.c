@@ -154,6 +154,7 @@ static void prefetch_run(weft_task *t)
   if (t->coro.state == WEFT__CORO_CREATED)
     __builtin_prefetch(t->body_arg);
 }
+
 /* The stuck rule: true once `v`'s queue (non-empty, refused by the gate)
  * has kept its head for steal_stuck_ns, as seen by this thief's rounds. */
 static bool queue_stuck(weft__shard *sh, weft__shard *v)
