@@ -22,6 +22,7 @@ enum weft__fault_site {
   WEFT__FAULT_POST,      /* msg_ring posts of threads outside a shard (-ENOMEM) */
   WEFT__FAULT_WAKE_FD,   /* the eventfd write that stands in for a refused post */
   WEFT__FAULT_MEMBARRIER,/* a canceller's membarrier (-ENOMEM) */
+  WEFT__FAULT_RECV_QUEUE,/* growing a shard's message receive queue */
   WEFT__FAULT_NSITES
 };
 

@@ -27,16 +27,15 @@ int weft__rq_init(weft__rq *q)
   return 0;
 }
 
-/* Doubles q. A completion the kernel has posted cannot be refused, so
- * running out of memory here ends the process rather than lose a message. */
-static void rq_grow(weft__rq *q)
+/* Doubles q; false, leaving it as it was, when there is no memory for it. */
+static bool rq_grow(weft__rq *q)
 {
   uint32_t cap = q->mask + 1, n = q->tail - q->head;
-  weft_msg *v = cap <= UINT32_MAX / 2 ? malloc((size_t)cap * 2 * sizeof(weft_msg)) : NULL;
-  if (!v) {
-    fprintf(stderr, "weft: out of memory for a receive queue of %u messages\n", cap);
-    abort();
-  }
+  if (cap > UINT32_MAX / 2 || weft__fault_hit(WEFT__FAULT_RECV_QUEUE))
+    return false;
+  weft_msg *v = malloc((size_t)cap * 2 * sizeof(weft_msg));
+  if (!v)
+    return false;
   for (uint32_t i = 0; i < n; i++)
     v[i] = q->v[(q->head + i) & q->mask];
   free(q->v);
@@ -44,13 +43,22 @@ static void rq_grow(weft__rq *q)
   q->head = 0;
   q->tail = n;
   q->mask = cap * 2 - 1;
+  return true;
 }
 
-/* Room for n more messages in q. */
-static void rq_reserve(weft__rq *q, uint32_t n)
+static uint32_t rq_len(const weft__rq *q)
 {
-  while (q->mask + 1 - (q->tail - q->head) < n)
-    rq_grow(q);
+  return q->tail - q->head;
+}
+
+/* Makes room for n more messages in q as far as memory allows; returns how
+ * many of them fit (n, or fewer when q could not grow enough). */
+static uint32_t rq_reserve(weft__rq *q, uint32_t n)
+{
+  while (q->mask + 1 - rq_len(q) < n && rq_grow(q))
+    ;
+  uint32_t room = q->mask + 1 - rq_len(q);
+  return room < n ? room : n;
 }
 
 size_t weft__rq_pop(weft__rq *q, weft_msg *out, size_t max)
@@ -77,11 +85,6 @@ static bool rq_hand_off(weft__rq *q, const weft_msg *m)
   return true;
 }
 
-static uint32_t rq_len(const weft__rq *q)
-{
-  return q->tail - q->head;
-}
-
 /* The receive queue of sh that m goes to. */
 static weft__rq *queue_for(weft__shard *sh, const weft_msg *m)
 {
@@ -91,25 +94,29 @@ static weft__rq *queue_for(weft__shard *sh, const weft_msg *m)
 
 /* Queues a message that arrived at sh (sh's thread), or hands it to a
  * waiting receiver; false, leaving it where it is, when its queue already
- * holds `limit` messages. */
+ * holds `limit` messages or is full and cannot grow. */
 static bool deliver_bounded(weft__shard *sh, const weft_msg *m, uint32_t limit)
 {
   weft__rq *q = queue_for(sh, m);
   if (q->maybe_waiters && rq_hand_off(q, m))
     return true;
-  if (rq_len(q) >= limit)
+  if (rq_len(q) >= limit || !rq_reserve(q, 1))
     return false;
-  if (rq_len(q) > q->mask)
-    rq_grow(q);
   q->v[q->tail++ & q->mask] = *m;
   return true;
 }
 
 /* deliver_bounded() without a bound: a direct message is a completion the
- * kernel already posted, so it is queued whatever the queue holds. */
+ * kernel already posted, so it is queued whatever the queue holds. It cannot
+ * be refused either: without memory to store it, the process ends rather
+ * than lose it (msg.h says so). */
 static void deliver(weft__shard *sh, const weft_msg *m)
 {
-  (void)deliver_bounded(sh, m, UINT32_MAX);
+  if (deliver_bounded(sh, m, UINT32_MAX))
+    return;
+  fprintf(stderr, "weft: out of memory for a receive queue of %u messages\n",
+          queue_for(sh, m)->mask + 1);
+  abort();
 }
 
 /* ---- lanes ----------------------------------------------------------------------- */
@@ -166,7 +173,9 @@ static void lane_stall(weft__shard *sh, unsigned src)
 }
 
 /* A lane doorbell arrived at sh, or its receivers made room: take what lane
- * `src` holds, as far as the receive queues have room below the limit. */
+ * `src` holds, as far as the receive queues have room below the limit and
+ * memory lasts to grow them. What is left stays in the lane, as when the
+ * limit is reached: running out of memory pushes back on the senders. */
 static void lane_drain(weft__shard *sh, unsigned src)
 {
   weft_runtime *rt = sh->rt;
@@ -183,9 +192,8 @@ static void lane_drain(weft__shard *sh, unsigned src)
   if (!q->maybe_waiters && !atomic_load_explicit(&rt->msg->nhot, memory_order_relaxed)) {
     /* The common case - no hot tag, nobody waiting - copied in bulk. */
     uint32_t room = rq_len(q) < limit ? limit - rq_len(q) : 0;
-    if (t - h > room)
-      end = h + room;
-    rq_reserve(q, end - h);
+    room = rq_reserve(q, t - h < room ? t - h : room);
+    end = h + room;
     for (uint32_t i = h; i != end; i++) {
       weft_msg *m = &q->v[q->tail++ & q->mask];
       *m = l->slots[i & l->mask];

@@ -38,7 +38,8 @@
  * than weft_config.msg_queue_limit; the rest wait in their lanes, which fill
  * up and refuse their senders (-EAGAIN) until receivers make room - a slow
  * receiver pushes back on its senders instead of costing memory without
- * bound (counted in weft_stats.msg_queue_full). Direct messages are
+ * bound (counted in weft_stats.msg_queue_full). A queue that cannot grow for
+ * want of memory pushes back the same way, below the limit. Direct messages are
  * completions the kernel has already posted: they are always queued, and a
  * receiver that falls behind them costs memory, never a message (if memory
  * runs out while one has to be stored, the process aborts with a message).

@@ -81,7 +81,8 @@ typedef struct weft_stats {
                                unless the runtime is stopping) */
   uint64_t msg_queue_full;  /* times a lane into this shard was left holding
                                messages because a receive queue was at
-                               weft_config.msg_queue_limit */
+                               weft_config.msg_queue_limit, or full with no
+                               memory to grow */
   unsigned ring_flags;      /* WEFT_RING_* in use (sum: those every shard uses) */
   unsigned ring_entries;    /* SQ size of the ring */
 } weft_stats;

@@ -6,9 +6,12 @@
  * a flush waits; once a receiver makes room, everything arrives, in order,
  * exactly once. Direct messages are queued whatever the limit. Both drain
  * paths are covered: the bulk copy (no hot tag) and message by message (a
- * hot tag exists).
+ * hot tag exists). A queue that cannot grow for want of memory pushes back
+ * the same way, below the limit.
  */
 #include "msg_test.h"
+
+#include "msg_internal.h"
 
 #include <limits.h>
 
@@ -113,6 +116,79 @@ Test(msg, queue_limit_pushes_back_on_the_sender, .timeout = 60)
 Test(msg, queue_limit_pushes_back_with_hot_tags, .timeout = 60)
 {
   run_limit(true);
+}
+
+/* ---- no memory to grow a receive queue ------------------------------------- */
+
+#define NOMEM_BATCH 1000
+
+static void *nomem_receiver(void *arg)
+{
+  (void)arg;
+  for (uint32_t next = 0; next <= NOMEM_BATCH; next++) {
+    weft_msg m;
+    CO_EQ(weft_msg_recv(&m, in_ms(20000)), 0);
+    CO_EQ(m.tag, TAG_LANE);
+    CO_EQ(m.val, next); /* in order, none lost, none twice */
+    if (m.val != next)
+      return NULL;
+  }
+  return NULL;
+}
+
+static void *nomem_main(void *arg)
+{
+  if (arg) /* message by message, as with the limit */
+    CO_EQ(weft_msg_hot_tag(NULL, TAG_HOT, true), 0);
+  /* The first message makes the lane, an allocation of its own. */
+  weft_msg m = {.tag = TAG_LANE, .val = 0};
+  CO_EQ(weft_msg_send_many(1, &m, 1), 1);
+  CO_CHECK(RT_POLL(shard_stats(1).msgs_received == 1));
+
+  /* Shard 1's queue must grow past its first size to take the batch: that
+   * growth fails, and the queue takes only what it has room for. */
+  static weft_msg batch[NOMEM_BATCH];
+  for (uint32_t i = 0; i < NOMEM_BATCH; i++)
+    batch[i] = (weft_msg){.tag = TAG_LANE, .val = i + 1};
+  weft__fault_arm(WEFT__FAULT_RECV_QUEUE, 1);
+  CO_EQ(weft_msg_send_many(1, batch, NOMEM_BATCH), NOMEM_BATCH);
+  CO_CHECK(RT_POLL(shard_stats(1).msg_queue_full == 1));
+  CO_EQ(atomic_load(&weft__fault_countdown[WEFT__FAULT_RECV_QUEUE]), 0);
+  CO_EQ(shard_stats(1).msgs_received, WEFT__RQ_INITIAL);
+  CO_EQ(weft_msg_flush_rt(NULL, in_ms(20)), -ETIMEDOUT);
+
+  /* A receiver makes room: the queue grows now and takes the rest. */
+  weft_task *r = spawn_on(1, nomem_receiver, NULL);
+  CO_EQ(weft_msg_flush(), 0);
+  rt_join_int(r);
+  weft_stats st1 = shard_stats(1);
+  CO_EQ(st1.msgs_received, NOMEM_BATCH + 1);
+  CO_EQ(st1.msg_queue_full, 1);
+  return NULL;
+}
+
+static void run_nomem(bool hot)
+{
+  weft_config c;
+  rt_cfg(&c, 2);
+  c.msg_lane_capacity = 1024;
+  void *ret;
+  int r = weft_run(&c, nomem_main, hot ? (void *)1 : NULL, &ret);
+  weft__fault_arm(WEFT__FAULT_RECV_QUEUE, 0);
+  RT_SKIP_IF_NO_URING(r);
+  cr_assert_eq(r, 0);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+Test(msg, queue_without_memory_to_grow_pushes_back, .timeout = 60)
+{
+  run_nomem(false);
+}
+
+Test(msg, queue_without_memory_to_grow_pushes_back_with_hot_tags, .timeout = 60)
+{
+  run_nomem(true);
 }
 
 Test(msg, queue_limit_out_of_range_is_einval, .timeout = 20)
