@@ -49,12 +49,21 @@ static int receiver(weft__shard **out)
 
 /* ---- sending -------------------------------------------------------------------- */
 
+/* A direct message for `to` that its receivers have no room for: the queue
+ * it would go to is at msg_queue_limit. */
+static bool refused(weft__shard *to, uint16_t tag)
+{
+  return atomic_load_explicit(&weft__msg_queue_for(to, tag)->full, memory_order_relaxed);
+}
+
 int weft_msg_send_rt(weft_runtime *rt, int shard, uint16_t tag, uint32_t val)
 {
   weft__shard *me, *to;
   int r = resolve(rt, shard, &me, &to);
   if (r < 0)
     return r;
+  if (refused(to, tag))
+    return -EAGAIN;
   if (!me)
     return weft__ring_post_msg(to->ring_fd, ud_msg(WEFT_MSG_EXTERNAL, tag), val);
   r = weft__msg_direct(me, to, tag, val);
@@ -74,6 +83,8 @@ int weft_msg_send_wait_rt(weft_runtime *rt, int shard, uint16_t tag, uint32_t va
   int r = resolve(rt, shard, &me, &to);
   if (r < 0)
     return r;
+  if (refused(to, tag))
+    return -EAGAIN;
   if (!me || !weft__task_self())
     return weft__ring_post_msg(to->ring_fd, ud_msg(WEFT_MSG_EXTERNAL, tag), val);
   weft__op op;

@@ -36,7 +36,13 @@
  * the receive that brings the queue down to half the limit drains the
  * stalled lanes again. A flusher's acknowledgement comes with every drain
  * that moved the head; it waits on until the head passes its messages.
- * Direct messages are completions already posted: always queued.
+ * Direct messages are completions already posted, so they are always
+ * queued; the bound reaches their senders through the queue's `full` flag,
+ * which refuses new direct sends (-EAGAIN) from the drain or delivery that
+ * brings the queue to the limit until the receive that takes it down to half
+ * (the same hysteresis as the lanes'). The bound is soft by what is already
+ * on its way: direct messages queued in sending shards' SQs, and posted
+ * completions not yet reaped.
  */
 #ifndef WEFT_LIB_MSG_INTERNAL_H
 #define WEFT_LIB_MSG_INTERNAL_H
@@ -73,12 +79,16 @@ typedef struct weft__lane {
   weft_msg slots[];
 } weft__lane;
 
-/* A receive queue: a growable ring, owner-only. */
+/* A receive queue: a growable ring, owner-only but for `full`. */
 typedef struct weft__rq {
   weft_msg *v;
   uint32_t head, tail, mask;
   bool maybe_waiters; /* waiters may be queued (never false while one is) */
   weft__waitq waiters;
+  /* Read by direct senders, written by the owner only when it changes: set
+   * when the queue reaches msg_queue_limit, cleared when receivers have
+   * taken it down to half. */
+  _Alignas(WEFT__CACHELINE) atomic_bool full;
 } weft__rq;
 
 struct weft__msg_shard {
@@ -129,6 +139,13 @@ static inline uint64_t ud_bell_failed(int target, unsigned kind, unsigned payloa
 {
   return WEFT__UD_BELL_FAILED | (uint64_t)kind << 3 | (uint64_t)payload << 5 |
          (uint64_t)target << 22;
+}
+
+/* The receive queue of `sh` that messages tagged `tag` go to. */
+static inline weft__rq *weft__msg_queue_for(weft__shard *sh, uint16_t tag)
+{
+  uint64_t word = atomic_load_explicit(&sh->rt->msg->hot[tag >> 6], memory_order_relaxed);
+  return &sh->msg->q[(word >> (tag & 63)) & 1];
 }
 
 /* ---- lib/msg_lane.c ------------------------------------------------------------ */

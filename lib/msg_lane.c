@@ -24,6 +24,7 @@ int weft__rq_init(weft__rq *q)
   q->mask = WEFT__RQ_INITIAL - 1;
   q->maybe_waiters = false;
   weft__waitq_init(&q->waiters);
+  atomic_init(&q->full, false);
   return 0;
 }
 
@@ -85,11 +86,11 @@ static bool rq_hand_off(weft__rq *q, const weft_msg *m)
   return true;
 }
 
-/* The receive queue of sh that m goes to. */
-static weft__rq *queue_for(weft__shard *sh, const weft_msg *m)
+/* After messages went into q: refuse direct senders once it is at the limit. */
+static void rq_note_growth(weft__shard *sh, weft__rq *q)
 {
-  uint64_t word = atomic_load_explicit(&sh->rt->msg->hot[m->tag >> 6], memory_order_relaxed);
-  return &sh->msg->q[(word >> (m->tag & 63)) & 1];
+  if (rq_len(q) >= sh->rt->msg->queue_limit && !atomic_load_explicit(&q->full, memory_order_relaxed))
+    atomic_store_explicit(&q->full, true, memory_order_relaxed);
 }
 
 /* Queues a message that arrived at sh (sh's thread), or hands it to a
@@ -97,12 +98,13 @@ static weft__rq *queue_for(weft__shard *sh, const weft_msg *m)
  * holds `limit` messages or is full and cannot grow. */
 static bool deliver_bounded(weft__shard *sh, const weft_msg *m, uint32_t limit)
 {
-  weft__rq *q = queue_for(sh, m);
+  weft__rq *q = weft__msg_queue_for(sh, m->tag);
   if (q->maybe_waiters && rq_hand_off(q, m))
     return true;
   if (rq_len(q) >= limit || !rq_reserve(q, 1))
     return false;
   q->v[q->tail++ & q->mask] = *m;
+  rq_note_growth(sh, q);
   return true;
 }
 
@@ -115,7 +117,7 @@ static void deliver(weft__shard *sh, const weft_msg *m)
   if (deliver_bounded(sh, m, UINT32_MAX))
     return;
   fprintf(stderr, "weft: out of memory for a receive queue of %u messages\n",
-          queue_for(sh, m)->mask + 1);
+          weft__msg_queue_for(sh, m->tag)->mask + 1);
   abort();
 }
 
@@ -199,6 +201,7 @@ static void lane_drain(weft__shard *sh, unsigned src)
       *m = l->slots[i & l->mask];
       m->sender = sender;
     }
+    rq_note_growth(sh, q);
   } else {
     for (uint32_t i = h; i != t; i++) {
       weft_msg m = l->slots[i & l->mask];
@@ -235,6 +238,9 @@ size_t weft__msg_take(weft__shard *sh, weft__rq *q, weft_msg *out, size_t max)
 {
   size_t n = weft__rq_pop(q, out, max);
   weft__msg_shard *ms = sh->msg;
+  if (n && atomic_load_explicit(&q->full, memory_order_relaxed) &&
+      rq_len(q) <= sh->rt->msg->queue_limit / 2)
+    atomic_store_explicit(&q->full, false, memory_order_relaxed);
   /* Lanes left full come back once the queue is half empty, so that a
    * receiver taking one message at a time does not drain them one by one. */
   if (n && ms->nstalled && rq_len(q) <= sh->rt->msg->queue_limit / 2) {

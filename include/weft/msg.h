@@ -39,10 +39,14 @@
  * up and refuse their senders (-EAGAIN) until receivers make room - a slow
  * receiver pushes back on its senders instead of costing memory without
  * bound (counted in weft_stats.msg_queue_full). A queue that cannot grow for
- * want of memory pushes back the same way, below the limit. Direct messages are
- * completions the kernel has already posted: they are always queued, and a
- * receiver that falls behind them costs memory, never a message (if memory
- * runs out while one has to be stored, the process aborts with a message).
+ * want of memory pushes back the same way, below the limit. Direct senders
+ * are refused (-EAGAIN) from the moment the queue their tag goes to reaches
+ * the limit until its receivers have taken it down to half. A direct message
+ * already on its way when that happens - queued in a sending shard's ring,
+ * or posted and not yet collected - is a completion the kernel has posted:
+ * it is still queued, so the limit can be passed by that much, and if memory
+ * runs out while one has to be stored, the process aborts with a message
+ * rather than lose it.
  *
  * When sends happen: a coroutine's direct messages are queued as SQEs on
  * its shard's ring and submitted together when it next suspends or yields
@@ -91,13 +95,16 @@ typedef struct weft_msg {
 
 /* Sends (tag, val) directly to `shard` of the calling coroutine's runtime.
  * Returns 0 once the message is queued for submission (a coroutine) or
- * posted (a plain thread cannot use this call: -EINVAL; see _rt). */
+ * posted (a plain thread cannot use this call: -EINVAL; see _rt); -EAGAIN,
+ * sending nothing, while the target's receive queue for `tag` is full (see
+ * "Receiving" above): try again once its receivers have made room. */
 WEFT_API int weft_msg_send(int shard, uint16_t tag, uint32_t val);
 
 /* The same for `shard` of `rt` (NULL = the calling coroutine's runtime),
  * from any thread. From a plain thread or another runtime's shard the
  * message is posted before the call returns (sender WEFT_MSG_EXTERNAL); the
- * kernel's error (-ENOMEM, ...) is returned if it could not be. */
+ * kernel's error (-ENOMEM, ...) is returned if it could not be, -EAGAIN as
+ * above. */
 WEFT_API int weft_msg_send_rt(weft_runtime *rt, int shard, uint16_t tag, uint32_t val);
 
 /* Appends msgs[0..n) (their `sender` fields are ignored) to the lane from
@@ -118,8 +125,8 @@ WEFT_API int weft_msg_send_many_rt(weft_runtime *rt, int shard, const weft_msg *
  * posted it to the target's ring: from then on it is found by a receive on
  * the target (weft_msg_try_recv included). Returns 0, or the kernel's error
  * (the message was not delivered), -ECANCELED if the coroutine is cancelled
- * before the message is submitted. On a plain thread use _rt (posted
- * synchronously, as weft_msg_send_rt). */
+ * before the message is submitted, -EAGAIN as weft_msg_send. On a plain
+ * thread use _rt (posted synchronously, as weft_msg_send_rt). */
 WEFT_API int weft_msg_send_wait(int shard, uint16_t tag, uint32_t val);
 WEFT_API int weft_msg_send_wait_rt(weft_runtime *rt, int shard, uint16_t tag, uint32_t val);
 

@@ -134,8 +134,9 @@ typedef struct weft_config {
                                      make room, 1..2^31-1, default 65536: a slow
                                      receiver fills the lanes and its senders
                                      get -EAGAIN instead of the queue growing
-                                     without bound (direct messages are always
-                                     queued: the kernel has posted them) */
+                                     without bound; direct senders get -EAGAIN
+                                     from then until receivers take the queue
+                                     down to half */
 } weft_config;
 
 /* Fills every field with its default. */

@@ -85,9 +85,16 @@ static void *receiver(void *arg)
 static int send_round(const struct run *r, const weft_msg *msgs)
 {
   if (r->direct) {
-    for (int i = 0; i < ROUND; i++)
-      if (weft_msg_send(1, msgs[i].tag, msgs[i].val) < 0)
+    for (int i = 0; i < ROUND;) {
+      int n = weft_msg_send(1, msgs[i].tag, msgs[i].val);
+      if (n == -EAGAIN) { /* the receiver's queue is full */
+        weft_yield();
+        continue;
+      }
+      if (n < 0)
         return -1;
+      i++;
+    }
   } else {
     for (int i = 0; i < ROUND;) {
       int n = weft_msg_send_many(1, msgs + i, ROUND - i < SLICE ? (size_t)(ROUND - i) : SLICE);

@@ -79,7 +79,7 @@ static void *shard_sender(void *arg)
   while (d < n_direct || l < n_lane) {
     for (int i = 0; i < BATCH && d < n_direct; i++, d++) {
       int r;
-      while ((r = weft_msg_send(to, 0, d)) == -EBUSY)
+      while ((r = weft_msg_send(to, 0, d)) == -EBUSY || r == -EAGAIN)
         weft_yield();
       if (r) {
         CHECK(r == 0);
@@ -113,8 +113,12 @@ static void *plain_sender(void *arg)
 {
   int k = (int)(intptr_t)arg;
   for (uint32_t i = 0; i < e_direct; i++)
-    for (int to = 0; to < 2; to++)
-      CHECK(weft_msg_send_rt(rt, to, (uint16_t)(2 + 2 * k), i) == 0);
+    for (int to = 0; to < 2; to++) {
+      int r;
+      while ((r = weft_msg_send_rt(rt, to, (uint16_t)(2 + 2 * k), i)) == -EAGAIN)
+        sched_yield(); /* the target's queue is full */
+      CHECK(r == 0);
+    }
   for (int to = 0; to < 2; to++)
     send_lane(to, (uint16_t)(3 + 2 * k), e_lane, true);
   return NULL;

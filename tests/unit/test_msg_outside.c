@@ -29,7 +29,10 @@ static void *ext_sender(void *arg)
   uint32_t lane = 0;
   for (uint32_t i = 0; i < EXT_N; i++) {
     /* tag = thread * 2 + kind: direct and lane are ordered separately. */
-    CO_EQ(weft_msg_send_rt(e->rt, 1, (uint16_t)(e->index * 2), i), 0);
+    int d;
+    while ((d = weft_msg_send_rt(e->rt, 1, (uint16_t)(e->index * 2), i)) == -EAGAIN)
+      sched_yield(); /* the receive queue is full */
+    CO_EQ(d, 0);
     if (i % 16 == 15) {
       for (int k = 0; k < 16; k++)
         b[k] = (weft_msg){.tag = (uint16_t)(e->index * 2 + 1), .val = lane++};

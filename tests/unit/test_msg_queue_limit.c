@@ -4,7 +4,8 @@
  * shard whose receivers do not keep up takes batched messages only up to the
  * limit; the rest wait in the lane, which fills and refuses its sender, and
  * a flush waits; once a receiver makes room, everything arrives, in order,
- * exactly once. Direct messages are queued whatever the limit. Both drain
+ * exactly once. Direct senders are refused from the moment the queue is at
+ * the limit until receivers take it down to half. Both drain
  * paths are covered: the bulk copy (no hot tag) and message by message (a
  * hot tag exists). A queue that cannot grow for want of memory pushes back
  * the same way, below the limit.
@@ -14,6 +15,7 @@
 #include "msg_internal.h"
 
 #include <limits.h>
+#include <pthread.h>
 
 #define LANE 8
 #define LIMIT 16
@@ -33,6 +35,39 @@ static void send_one(uint32_t val)
   CO_EQ(r, 1);
 }
 
+/* Sends direct message `val` to shard 1, yielding while it is refused. */
+static void send_direct(uint32_t val)
+{
+  int r;
+  while ((r = weft_msg_send(1, TAG_DIRECT, val)) == -EAGAIN)
+    weft_yield();
+  CO_EQ(r, 0);
+}
+
+/* A plain thread's direct send to shard 1 of the runtime in `arg`. */
+static void *plain_send(void *arg)
+{
+  return (void *)(intptr_t)weft_msg_send_rt(arg, 1, TAG_DIRECT, 0);
+}
+
+/* weft_msg_send_rt() from a plain thread: its result. */
+static int send_from_plain_thread(void)
+{
+  pthread_t th;
+  void *r = NULL;
+  CO_EQ(pthread_create(&th, NULL, plain_send, weft_runtime_current()), 0);
+  CO_EQ(pthread_join(th, &r), 0);
+  return (int)(intptr_t)r;
+}
+
+/* Every way of sending a direct message to shard 1 is refused. */
+static void direct_sends_refused(void)
+{
+  CO_EQ(weft_msg_send(1, TAG_DIRECT, 0), -EAGAIN);
+  CO_EQ(weft_msg_send_wait(1, TAG_DIRECT, 0), -EAGAIN);
+  CO_EQ(send_from_plain_thread(), -EAGAIN);
+}
+
 static void *receiver(void *arg)
 {
   (void)arg;
@@ -42,6 +77,7 @@ static void *receiver(void *arg)
     CO_EQ(weft_msg_recv(&m, in_ms(20000)), 0);
     CO_EQ(m.sender, 0);
     if (m.tag == TAG_DIRECT) {
+      CO_EQ(m.val, direct); /* direct ones in order too */
       direct++;
       continue;
     }
@@ -77,15 +113,18 @@ static void *limit_main(void *arg)
   CO_EQ(st1.msg_queue_full, 1);
   CO_EQ(weft_msg_flush_rt(NULL, in_ms(20)), -ETIMEDOUT);
 
-  /* Direct messages are queued past the limit. */
-  for (uint32_t i = 0; i < DIRECT; i++)
-    CO_EQ(weft_msg_send(1, TAG_DIRECT, i), 0);
-  CO_CHECK(RT_POLL(shard_stats(1).msgs_received == LIMIT + DIRECT));
+  /* The queue is at the limit: direct senders are refused as well. */
+  direct_sends_refused();
+  CO_EQ(shard_stats(1).msgs_received, LIMIT);
 
   /* A receiver makes room: the lane drains, the rest follows. */
   weft_task *r = spawn_on(1, receiver, NULL);
-  for (; sent < TOTAL; sent++)
-    send_one(sent);
+  for (uint32_t d = 0; sent < TOTAL || d < DIRECT; sent++, d++) {
+    if (sent < TOTAL)
+      send_one(sent);
+    if (d < DIRECT)
+      send_direct(d);
+  }
   CO_EQ(weft_msg_flush(), 0);
   rt_join_int(r);
   st1 = shard_stats(1);
@@ -116,6 +155,53 @@ Test(msg, queue_limit_pushes_back_on_the_sender, .timeout = 60)
 Test(msg, queue_limit_pushes_back_with_hot_tags, .timeout = 60)
 {
   run_limit(true);
+}
+
+/* ---- direct messages alone: refused at the limit, accepted at half -------- */
+
+/* On shard 1: takes `arg` messages that are there already. */
+static void *take_some(void *arg)
+{
+  for (intptr_t i = 0; i < (intptr_t)arg; i++) {
+    weft_msg m;
+    CO_EQ(weft_msg_try_recv(&m, 0), 0);
+  }
+  return NULL;
+}
+
+static void *direct_main(void *arg)
+{
+  (void)arg;
+  for (uint32_t i = 0; i < LIMIT; i++)
+    CO_EQ(weft_msg_send(1, TAG_DIRECT, i), 0);
+  CO_EQ(weft_msg_flush(), 0);
+  CO_CHECK(RT_POLL(shard_stats(1).msgs_received == LIMIT));
+  direct_sends_refused();
+
+  /* Down to LIMIT / 2 + 1: still refused. */
+  rt_join_int(spawn_on(1, take_some, (void *)(intptr_t)(LIMIT / 2 - 1)));
+  direct_sends_refused();
+  /* Down to half: accepted again, and delivered. */
+  rt_join_int(spawn_on(1, take_some, (void *)1));
+  CO_EQ(weft_msg_send(1, TAG_DIRECT, LIMIT), 0);
+  CO_EQ(weft_msg_send_wait(1, TAG_DIRECT, LIMIT + 1), 0);
+  CO_EQ(send_from_plain_thread(), 0);
+  CO_CHECK(RT_POLL(shard_stats(1).msgs_received == LIMIT + 3));
+  rt_join_int(spawn_on(1, take_some, (void *)(intptr_t)(LIMIT / 2 + 3)));
+  return NULL;
+}
+
+Test(msg, queue_limit_refuses_direct_senders_until_half, .timeout = 60)
+{
+  weft_config c;
+  rt_cfg(&c, 2);
+  c.msg_queue_limit = LIMIT;
+  void *ret;
+  int r = weft_run(&c, direct_main, NULL, &ret);
+  RT_SKIP_IF_NO_URING(r);
+  cr_assert_eq(r, 0);
+  rt_assert_clean();
+  rt_assert_no_leaks();
 }
 
 /* ---- no memory to grow a receive queue ------------------------------------- */
