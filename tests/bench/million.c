@@ -13,9 +13,13 @@
  * spawn rate, the mappings the process has at its peak (/proc/self/maps,
  * against vm.max_map_count), and the teardown: main returns, weft_run()
  * cancels every sleeper (each must see -ECANCELED), frees them and comes
- * back. --quick runs 100,000.
+ * back; with the stacks the teardown gave back to the system and the
+ * system calls that did it (neighbouring slab slots share an madvise).
+ * --quick runs 100,000.
  */
 #include "bench_util.h"
+
+#include "stack.h"
 
 #include "weft.h"
 
@@ -26,6 +30,7 @@ struct million {
   _Atomic long started, cancelled, other;
   long rss_before, rss_peak, maps_peak;
   int64_t spawn_ns, main_end;
+  weft__stack_counters at_end; /* when main returned */
   int err;
 };
 
@@ -105,6 +110,7 @@ static void *million_main(void *arg)
   weft_sleep(10 * WEFT_MSEC); /* the last ones reach their sleep */
   m->rss_peak = status_kb("VmRSS:");
   m->maps_peak = count_maps();
+  weft__stack_get_counters(&m->at_end);
   m->main_end = bench_now_ns();
   return NULL;
 }
@@ -119,6 +125,8 @@ int main(int argc, char **argv)
   cfg.shards = 2;
   int r = weft_run(&cfg, million_main, &m, NULL);
   int64_t end = bench_now_ns();
+  weft__stack_counters after;
+  weft__stack_get_counters(&after);
   if (bench_uring_missing(r)) {
     fprintf(stderr, "million: io_uring unavailable (%d), skipped\n", r);
     return BENCH_SKIP;
@@ -138,9 +146,12 @@ int main(int argc, char **argv)
   bench_print("million", "rss_bytes_per_coro", per, "page_bytes", page, per / page,
               ",\"coroutines\":%ld,\"stack_kib\":%zu,\"spawn_ns_per_coro\":%.1f,"
               "\"maps_peak\":%ld,\"max_map_count\":%ld,\"teardown_ms\":%.1f,"
+              "\"teardown_releases\":%llu,\"teardown_release_calls\":%llu,"
               "\"target_bytes\":5120,\"target_met\":%s",
               m.n, cfg.stack_size >> 10, (double)m.spawn_ns / (double)m.n, m.maps_peak,
               max_map_count(), (double)(end - m.main_end) / 1e6,
+              (unsigned long long)(after.releases - m.at_end.releases),
+              (unsigned long long)(after.release_calls - m.at_end.release_calls),
               per <= 5120.0 ? "true" : "false");
   return 0;
 }
