@@ -460,6 +460,111 @@ static void cache_push(struct cached *c)
   cache_count++;
 }
 
+/* ---- releases deferred over a mass free --------------------------------------- */
+
+static pthread_mutex_t defer_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic unsigned defer_depth;     /* weft__stack_defer_releases() nesting */
+static struct cached **defer_v;          /* set aside (defer_lock) */
+static size_t defer_n, defer_cap;
+
+void weft__stack_defer_releases(void)
+{
+  pthread_mutex_lock(&defer_lock);
+  atomic_fetch_add_explicit(&defer_depth, 1, memory_order_relaxed);
+  pthread_mutex_unlock(&defer_lock);
+}
+
+/* Grows defer_v to hold at least `need` (doubling); false without memory. */
+static bool defer_reserve(size_t need)
+{
+  if (need <= defer_cap)
+    return true;
+  size_t cap = defer_cap ? defer_cap : 1024;
+  while (cap < need)
+    cap *= 2;
+  struct cached **v = realloc(defer_v, cap * sizeof(*v));
+  if (!v)
+    return false;
+  defer_v = v;
+  defer_cap = cap;
+  return true;
+}
+
+/* Sets aside st and up to `more` stacks off the top of this thread's cache,
+ * if releases are deferred and there is memory to note them; false if not
+ * (the caller gives them back itself). */
+static bool defer_release(const weft__stack *st, unsigned more)
+{
+  if (!atomic_load_explicit(&defer_depth, memory_order_relaxed))
+    return false;
+  pthread_mutex_lock(&defer_lock);
+  if (!atomic_load_explicit(&defer_depth, memory_order_relaxed) ||
+      !defer_reserve(defer_n + 1 + more)) {
+    pthread_mutex_unlock(&defer_lock);
+    return false;
+  }
+  struct cached *c = cached_at(st);
+  c->st = *st;
+  defer_v[defer_n++] = c;
+  while (more-- && cache_head) {
+    defer_v[defer_n++] = cache_head;
+    cache_head = cache_head->next;
+    cache_count--;
+  }
+  pthread_mutex_unlock(&defer_lock);
+  return true;
+}
+
+static void sift_down(struct cached **v, size_t k, size_t n)
+{
+  for (size_t child; (child = 2 * k + 1) < n; k = child) {
+    if (child + 1 < n && v[child + 1] > v[child])
+      child++;
+    if (v[k] >= v[child])
+      return;
+    struct cached *t = v[k];
+    v[k] = v[child];
+    v[child] = t;
+  }
+}
+
+/* Heap sort by address: no recursion and no allocation, whoever calls. */
+static void sort_nodes(struct cached **v, size_t n)
+{
+  for (size_t k = n / 2; k-- > 0;)
+    sift_down(v, k, n);
+  for (size_t end = n; end > 1;) {
+    struct cached *t = v[0];
+    v[0] = v[--end];
+    v[end] = t;
+    sift_down(v, 0, end);
+  }
+}
+
+void weft__stack_release_deferred(void)
+{
+  pthread_mutex_lock(&defer_lock);
+  unsigned depth = atomic_load_explicit(&defer_depth, memory_order_relaxed);
+  if (depth)
+    atomic_store_explicit(&defer_depth, depth - 1, memory_order_relaxed);
+  if (depth != 1) { /* still deferred by another caller (or never was) */
+    pthread_mutex_unlock(&defer_lock);
+    return;
+  }
+  sort_nodes(defer_v, defer_n);
+  weft__stack *v = release_buf;
+  for (size_t i = 0; i < defer_n;) {
+    size_t n = 0;
+    while (n < RELEASE_BATCH && i < defer_n)
+      v[n++] = defer_v[i++]->st;
+    release_many(v, n);
+  }
+  free(defer_v);
+  defer_v = NULL;
+  defer_n = defer_cap = 0;
+  pthread_mutex_unlock(&defer_lock);
+}
+
 /* ---- the depot: stacks between the threads' caches ------------------------------
  *
  * Stacks flow between threads: a shard that runs what another spawned frees
@@ -631,7 +736,10 @@ void weft__stack_free(weft__stack *st)
     return;
   }
   /* Cache and depot full: this stack and the top of the cache go back in
-   * one batch, so that the next frees are cached again. */
+   * one batch, so that the next frees are cached again - or are set aside
+   * until the mass free under way ends. */
+  if (defer_release(st, half < RELEASE_BATCH - 1 ? half : RELEASE_BATCH - 1))
+    return;
   weft__stack *v = release_buf;
   v[0] = *st;
   size_t n = 1 + cache_take(v + 1, half < RELEASE_BATCH - 1 ? half : RELEASE_BATCH - 1);

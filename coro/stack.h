@@ -111,6 +111,17 @@ void weft__stack_set_cache_limit(unsigned n);
  * threads, back to the system. */
 void weft__stack_cache_drain(void);
 
+/* A mass free is coming (a runtime stopping with its tasks): until the
+ * matching weft__stack_release_deferred(), the stacks that caches and depot
+ * have no room for are kept aside instead of given back one batch at a time.
+ * Threads that free in turn (tasks placed round-robin, each thread holding
+ * every other slot) never have neighbouring slots in one batch; set aside
+ * and sorted together, they are emptied a run at a time. Calls nest. */
+void weft__stack_defer_releases(void);
+/* Ends a weft__stack_defer_releases(); the last one gives back, in address
+ * order, everything set aside meanwhile. Does not allocate. */
+void weft__stack_release_deferred(void);
+
 void weft__stack_get_counters(weft__stack_counters *out);
 
 #endif

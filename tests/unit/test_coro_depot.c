@@ -6,7 +6,8 @@
  * instead of going back to the system, and the allocating thread takes them
  * from there: no release, no new mapping. The depot is bounded, and a drain
  * empties it. Stacks released together share their madvise where they are
- * next to each other in memory.
+ * next to each other in memory, and over a mass free (a runtime stopping)
+ * the overflow is set aside and released at the end in address order.
  *
  * Criterion runs every test in a process of its own; counters are still
  * compared with a reading taken at the start.
@@ -138,4 +139,46 @@ Test(coro, adjacent_stacks_are_released_together_and_zeroed, .timeout = 30)
     weft__stack_free(&st[i]);
   }
   weft__stack_cache_drain();
+}
+
+/* A mass free: what neither the cache nor the depot can hold is set aside
+ * and given back at the end, in address order - so slots freed every other
+ * one, as two shards free tasks that were placed round-robin, are emptied a
+ * run at a time instead of one madvise each. */
+Test(coro, releases_deferred_over_a_mass_free_go_in_address_order, .timeout = 60)
+{
+  weft__stack_cache_drain();
+  size_t fill = WEFT__STACK_DEPOT_MAX + 64, n = fill + 2 * MOVED;
+  weft__stack *st = calloc(n, sizeof(*st));
+  cr_assert_not_null(st);
+  alloc_all(st, n);
+  bool slab = st[0].kind == WEFT__STACK_SLAB;
+  for (size_t i = 0; i < fill; i++) /* the cache and the depot are full */
+    weft__stack_free(&st[i]);
+  weft__stack_counters c0, c1;
+  weft__stack_get_counters(&c0);
+  cr_assert_eq(c0.depot, WEFT__STACK_DEPOT_MAX);
+
+  weft__stack_defer_releases();
+  for (size_t i = fill; i < n; i += 2)
+    weft__stack_free(&st[i]);
+  for (size_t i = fill + 1; i < n; i += 2)
+    weft__stack_free(&st[i]);
+  weft__stack_get_counters(&c1);
+  cr_assert_eq(c1.releases, c0.releases, "given back while releases were deferred");
+  cr_assert_eq(live(&c1), live(&c0));
+  weft__stack_release_deferred();
+  weft__stack_get_counters(&c1);
+  uint64_t released = c1.releases - c0.releases;
+  /* All but what this thread's cache kept (at most its 64). */
+  cr_assert_geq(released, 2 * MOVED - 64);
+  cr_assert_eq(live(&c1), live(&c0) - (int64_t)released);
+  if (slab)
+    cr_assert_leq(c1.release_calls - c0.release_calls, released / 16, "%llu calls for %llu stacks",
+                  (unsigned long long)(c1.release_calls - c0.release_calls),
+                  (unsigned long long)released);
+
+  weft__stack_release_deferred(); /* unmatched: nothing happens */
+  weft__stack_cache_drain();
+  free(st);
 }
