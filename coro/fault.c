@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 #include "fault.h"
 
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 _Atomic long weft__fault_countdown[WEFT__FAULT_NSITES];
@@ -30,4 +32,14 @@ void *weft__calloc(size_t n, size_t size)
   if (weft__fault_hit(WEFT__FAULT_MALLOC))
     return NULL;
   return calloc(n, size);
+}
+
+void *weft__calloc_aligned(size_t n, size_t size, size_t align)
+{
+  if (weft__fault_hit(WEFT__FAULT_MALLOC) || (size && n > SIZE_MAX / size))
+    return NULL;
+  void *p = NULL;
+  if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, n * size) != 0)
+    return NULL;
+  return memset(p, 0, n * size);
 }

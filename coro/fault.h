@@ -45,5 +45,8 @@ static inline bool weft__fault_hit(enum weft__fault_site site)
 void *weft__mmap(void *addr, size_t len, int prot, int flags);
 void *weft__malloc(size_t n);
 void *weft__calloc(size_t n, size_t size);
+/* calloc for types with an alignment above malloc's (lines of their own):
+ * align is a power of two. Freed with free(). */
+void *weft__calloc_aligned(size_t n, size_t size, size_t align);
 
 #endif

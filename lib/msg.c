@@ -539,7 +539,9 @@ static void shard_term(weft__msg_shard *ms, int nshards)
 
 static int shard_init(weft__msg_shard **out, int nshards, unsigned ncounters)
 {
-  weft__msg_shard *ms = weft__calloc(1, sizeof(*ms));
+  /* Aligned to a line: its receive queues' `full` flags have lines of
+   * their own, read by every direct sender. */
+  weft__msg_shard *ms = weft__calloc_aligned(1, sizeof(*ms), _Alignof(weft__msg_shard));
   if (!ms)
     return -ENOMEM;
   *out = ms;

@@ -134,10 +134,10 @@ int weft_runtime_start(weft_runtime **out, const weft_config *cfg_in)
   if (!cfg.thread_name)
     cfg.thread_name = "weft";
 
-  weft_runtime *rt = weft__calloc(1, sizeof(*rt));
+  weft_runtime *rt = weft__calloc_aligned(1, sizeof(*rt), _Alignof(weft_runtime));
   if (!rt)
     return -ENOMEM;
-  rt->shards = weft__calloc((size_t)cfg.shards, sizeof(weft__shard));
+  rt->shards = weft__calloc_aligned((size_t)cfg.shards, sizeof(weft__shard), _Alignof(weft__shard));
   if (!rt->shards) {
     free(rt);
     return -ENOMEM;
