@@ -252,7 +252,11 @@ struct weft_runtime {
   atomic_bool stopping;                            /* no new tasks; cancel the rest */
   atomic_bool exiting;                             /* every task is done: shards leave */
   _Atomic uint32_t finish_seq;                     /* bumped per task finished while
-                                                      stopping (a futex word) */
+                                                      stopping */
+  _Atomic uint32_t stop_target;                    /* finish_seq at which the stopper
+                                                      expects the last task (never past it) */
+  _Atomic uint32_t stop_woken;                     /* 0 while the stopper sleeps on it
+                                                      (a futex word), 1 once woken */
   atomic_int sleeping;                             /* shards parked in the kernel */
   _Alignas(WEFT__CACHELINE) atomic_uint steal_epoch; /* bumped when a stealable
                                                       queue starts to pile up */

@@ -294,13 +294,26 @@ int weft_runtime_stop(weft_runtime *rt)
   weft__stack_defer_releases();
   for (int i = 0; i < rt->nshards; i++)
     cancel_all(&rt->shards[i]);
-  /* Wait for the cancelled tasks to return. The timeout only bounds how
-   * long a missed futex wake could delay us; it is not a grace period. */
+  /* Wait for the cancelled tasks to return: asleep until the finish count
+   * reaches what it will be when the last one has. No task is created any
+   * more, so that is the count so far plus the tasks still live - read in
+   * that order, so a task finishing in between is left out of both and the
+   * target is early, never late (an early wake-up sets it again). The
+   * timeout only bounds how long a missed wake-up could delay us; it is not
+   * a grace period. */
   for (;;) {
-    uint32_t seq = atomic_load_explicit(&rt->finish_seq, memory_order_acquire);
+    uint32_t seq = atomic_load_explicit(&rt->finish_seq, memory_order_seq_cst);
+    int64_t live = weft__runtime_live(rt);
+    atomic_store_explicit(&rt->stop_target, seq + (uint32_t)(live > 0 ? live : 0),
+                          memory_order_seq_cst);
+    atomic_store_explicit(&rt->stop_woken, 0, memory_order_seq_cst);
+    /* A task whose count came before that store may have seen stop_woken
+     * still at 1 from an earlier wake-up, and not woken us: this load reads
+     * its count or a later one, so quiescent() sees that it finished. */
+    (void)atomic_load_explicit(&rt->finish_seq, memory_order_seq_cst);
     if (quiescent(rt))
       break;
-    weft__futex_wait(&rt->finish_seq, seq, weft__now() + 10 * WEFT_MSEC);
+    weft__futex_wait(&rt->stop_woken, 0, weft__now() + 10 * WEFT_MSEC);
   }
   atomic_store_explicit(&rt->exiting, true, memory_order_seq_cst);
   for (int i = 0; i < rt->nshards; i++)

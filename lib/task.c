@@ -237,9 +237,14 @@ static void complete(weft__shard *sh, weft_task *t)
 
   weft__task_release(t);
   if (atomic_load_explicit(&rt->stopping, memory_order_acquire)) {
-    /* weft_runtime_stop() is waiting for the last task. */
-    atomic_fetch_add_explicit(&rt->finish_seq, 1, memory_order_release);
-    weft__futex_wake(&rt->finish_seq, 1);
+    /* weft_runtime_stop() is waiting for the last task: it is woken when
+     * the count reaches the one it expects for the last (a system call per
+     * stop, not per task, while every task of the runtime ends at once). */
+    uint32_t seq = atomic_fetch_add_explicit(&rt->finish_seq, 1, memory_order_seq_cst) + 1;
+    uint32_t target = atomic_load_explicit(&rt->stop_target, memory_order_seq_cst);
+    if ((int32_t)(seq - target) >= 0 && !atomic_load_explicit(&rt->stop_woken, memory_order_seq_cst) &&
+        !atomic_exchange_explicit(&rt->stop_woken, 1, memory_order_seq_cst))
+      weft__futex_wake(&rt->stop_woken, 1);
   }
 }
 
