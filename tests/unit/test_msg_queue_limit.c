@@ -133,18 +133,26 @@ static void *limit_main(void *arg)
   return NULL;
 }
 
+/* weft_run(c, fn, arg) on a runtime that must end clean, with no fault
+ * left armed whatever fn did. */
+static void run_clean(const weft_config *c, void *(*fn)(void *), void *arg)
+{
+  void *ret;
+  int r = weft_run(c, fn, arg, &ret);
+  weft__fault_arm(WEFT__FAULT_RECV_QUEUE, 0);
+  RT_SKIP_IF_NO_URING(r);
+  cr_assert_eq(r, 0);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
 static void run_limit(bool hot)
 {
   weft_config c;
   rt_cfg(&c, 2);
   c.msg_lane_capacity = LANE;
   c.msg_queue_limit = LIMIT;
-  void *ret;
-  int r = weft_run(&c, limit_main, hot ? (void *)1 : NULL, &ret);
-  RT_SKIP_IF_NO_URING(r);
-  cr_assert_eq(r, 0);
-  rt_assert_clean();
-  rt_assert_no_leaks();
+  run_clean(&c, limit_main, hot ? (void *)1 : NULL);
 }
 
 Test(msg, queue_limit_pushes_back_on_the_sender, .timeout = 60)
@@ -196,12 +204,7 @@ Test(msg, queue_limit_refuses_direct_senders_until_half, .timeout = 60)
   weft_config c;
   rt_cfg(&c, 2);
   c.msg_queue_limit = LIMIT;
-  void *ret;
-  int r = weft_run(&c, direct_main, NULL, &ret);
-  RT_SKIP_IF_NO_URING(r);
-  cr_assert_eq(r, 0);
-  rt_assert_clean();
-  rt_assert_no_leaks();
+  run_clean(&c, direct_main, NULL);
 }
 
 /* ---- no memory to grow a receive queue ------------------------------------- */
@@ -258,13 +261,7 @@ static void run_nomem(bool hot)
   weft_config c;
   rt_cfg(&c, 2);
   c.msg_lane_capacity = 1024;
-  void *ret;
-  int r = weft_run(&c, nomem_main, hot ? (void *)1 : NULL, &ret);
-  weft__fault_arm(WEFT__FAULT_RECV_QUEUE, 0);
-  RT_SKIP_IF_NO_URING(r);
-  cr_assert_eq(r, 0);
-  rt_assert_clean();
-  rt_assert_no_leaks();
+  run_clean(&c, nomem_main, hot ? (void *)1 : NULL);
 }
 
 Test(msg, queue_without_memory_to_grow_pushes_back, .timeout = 60)
