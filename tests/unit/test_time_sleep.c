@@ -169,8 +169,14 @@ static void *order_main(void *arg)
 {
   (void)arg;
   unsigned seed = 12345;
-  for (int i = 0; i < NT; i++) /* 1 us .. 20 ms: every sleep arms a timer */
-    g_order->dur[i] = 1000 + (int64_t)(rand_r(&seed) % (20 * 1000)) * 1000;
+  /* 1 .. 21 ms. Only armed timers keep deadline order: a sleep whose
+   * deadline has passed by the time it is called returns at once, possibly
+   * before an earlier timer that expired meanwhile has been run. With a
+   * deadline 1 us away that happened under load (one pair out of order in
+   * an ASan run beside two busy loops); 1 ms leaves it to a stall of that
+   * length between reading the clock and sleeping. */
+  for (int i = 0; i < NT; i++)
+    g_order->dur[i] = WEFT_MSEC + (int64_t)(rand_r(&seed) % (20 * 1000)) * 1000;
   weft_task **t = calloc(NT, sizeof(*t));
   CO_CHECK(t != NULL);
   for (int i = 0; i < NT; i++)
