@@ -116,7 +116,10 @@ void weft__stack_cache_drain(void);
  * have no room for are kept aside instead of given back one batch at a time.
  * Threads that free in turn (tasks placed round-robin, each thread holding
  * every other slot) never have neighbouring slots in one batch; set aside
- * and sorted together, they are emptied a run at a time. Calls nest. */
+ * and sorted together, they are emptied a run at a time. Calls nest. The
+ * deferral is process-wide: what other threads (another runtime's shards)
+ * give up meanwhile waits for the end too - memory they had in use already,
+ * held a little longer. */
 void weft__stack_defer_releases(void);
 /* Ends a weft__stack_defer_releases(); the last one gives back, in address
  * order, everything set aside meanwhile. Does not allocate. */
