@@ -24,7 +24,10 @@ WEFT_API int64_t weft_now(void);
  * timer heap cannot grow. On a plain thread the thread sleeps. */
 WEFT_API int weft_sleep(int64_t ns);
 
-/* Suspends until weft_now() >= deadline; as weft_sleep(). */
+/* Suspends until weft_now() >= deadline; as weft_sleep(). A deadline that
+ * has already passed returns 0 at once, without suspending: such a call
+ * does not wait behind timers of its shard that expired but have not fired
+ * yet (timers fire in deadline order; a sleep that armed none is not one). */
 WEFT_API int weft_sleep_until(int64_t deadline);
 
 /* Deadline scopes: until the matching pop, every blocking call of the calling
