@@ -407,26 +407,47 @@ static unsigned cache_batch(void)
   return limit / 2 ? limit / 2 : 1;
 }
 
+/* Unlinks the top of this thread's cache; NULL if it is empty. */
+static struct cached *cache_pop_top(void)
+{
+  struct cached *c = cache_head;
+  if (c) {
+    cache_head = c->next;
+    cache_count--;
+  }
+  return c;
+}
+
 /* Pops up to max stacks off this thread's cache into v; returns how many. */
 static size_t cache_take(weft__stack *v, size_t max)
 {
   size_t n = 0;
-  while (n < max && cache_head) {
-    struct cached *c = cache_head;
-    cache_head = c->next;
-    cache_count--;
+  for (struct cached *c; n < max && (c = cache_pop_top());)
     v[n++] = c->st;
-  }
   return n;
+}
+
+/* Gives a chain of free stacks, linked through the nodes in their top
+ * bytes, back to the system RELEASE_BATCH at a time. Each node is read
+ * before the batch holding its stack is emptied. */
+static void release_chain(struct cached *c)
+{
+  weft__stack *v = release_buf;
+  while (c) {
+    size_t n = 0;
+    for (; n < RELEASE_BATCH && c; c = c->next)
+      v[n++] = c->st;
+    release_many(v, n);
+  }
 }
 
 /* Gives this thread's cached stacks back to the system. */
 static void cache_release_all(void)
 {
-  weft__stack *v = release_buf;
-  size_t n;
-  while ((n = cache_take(v, RELEASE_BATCH)))
-    release_many(v, n);
+  struct cached *c = cache_head;
+  cache_head = NULL;
+  cache_count = 0;
+  release_chain(c);
 }
 
 static void cache_destructor(void *unused)
@@ -506,11 +527,8 @@ static bool defer_release(const weft__stack *st, unsigned more)
   struct cached *c = cached_at(st);
   c->st = *st;
   defer_v[defer_n++] = c;
-  while (more-- && cache_head) {
-    defer_v[defer_n++] = cache_head;
-    cache_head = cache_head->next;
-    cache_count--;
-  }
+  while (more-- && (c = cache_pop_top()))
+    defer_v[defer_n++] = c;
   pthread_mutex_unlock(&defer_lock);
   return true;
 }
@@ -552,13 +570,9 @@ void weft__stack_release_deferred(void)
     return;
   }
   sort_nodes(defer_v, defer_n);
-  weft__stack *v = release_buf;
-  for (size_t i = 0; i < defer_n;) {
-    size_t n = 0;
-    while (n < RELEASE_BATCH && i < defer_n)
-      v[n++] = defer_v[i++]->st;
-    release_many(v, n);
-  }
+  for (size_t i = 0; i < defer_n; i++) /* chained in address order */
+    defer_v[i]->next = i + 1 < defer_n ? defer_v[i + 1] : NULL;
+  release_chain(defer_n ? defer_v[0] : NULL);
   free(defer_v);
   defer_v = NULL;
   defer_n = defer_cap = 0;
@@ -608,9 +622,7 @@ static unsigned depot_put(size_t request, unsigned n)
   unsigned room = WEFT__STACK_DEPOT_MAX - atomic_load_explicit(&depot_count, memory_order_relaxed);
   struct depot_class *d = room ? depot_class_for(request, true) : NULL;
   while (d && moved < n && moved < room && cache_head && cache_head->st.request == request) {
-    struct cached *c = cache_head;
-    cache_head = c->next;
-    cache_count--;
+    struct cached *c = cache_pop_top();
     c->next = d->head;
     d->head = c;
     moved++;
@@ -646,17 +658,10 @@ static bool depot_take(size_t request)
 
 static void depot_release_all(void)
 {
-  weft__stack *v = release_buf;
   pthread_mutex_lock(&depot_lock);
   for (struct depot_class *d = depot_classes; d; d = d->next) {
-    while (d->head) {
-      size_t n = 0;
-      for (; n < RELEASE_BATCH && d->head; n++) {
-        v[n] = d->head->st;
-        d->head = d->head->next;
-      }
-      release_many(v, n);
-    }
+    release_chain(d->head);
+    d->head = NULL;
   }
   atomic_store_explicit(&depot_count, 0, memory_order_relaxed);
   pthread_mutex_unlock(&depot_lock);
@@ -738,10 +743,10 @@ void weft__stack_free(weft__stack *st)
   /* Cache and depot full: this stack and the top of the cache go back in
    * one batch, so that the next frees are cached again - or are set aside
    * until the mass free under way ends. */
-  if (defer_release(st, half < RELEASE_BATCH - 1 ? half : RELEASE_BATCH - 1))
+  unsigned more = half < RELEASE_BATCH - 1 ? half : RELEASE_BATCH - 1;
+  if (defer_release(st, more))
     return;
   weft__stack *v = release_buf;
   v[0] = *st;
-  size_t n = 1 + cache_take(v + 1, half < RELEASE_BATCH - 1 ? half : RELEASE_BATCH - 1);
-  release_many(v, n);
+  release_many(v, 1 + cache_take(v + 1, more));
 }
