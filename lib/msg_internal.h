@@ -151,8 +151,6 @@ static inline weft__rq *weft__msg_queue_for(weft__shard *sh, uint16_t tag)
 /* ---- lib/msg_lane.c ------------------------------------------------------------ */
 
 int weft__rq_init(weft__rq *q);
-/* Pops up to max messages of q into out; returns how many. */
-size_t weft__rq_pop(weft__rq *q, weft_msg *out, size_t max);
 /* Pops up to max messages of sh's queue q for a receiver (sh's thread), then
  * drains the lanes a full queue had stalled, if it has room again. */
 size_t weft__msg_take(weft__shard *sh, weft__rq *q, weft_msg *out, size_t max);

@@ -62,7 +62,8 @@ static uint32_t rq_reserve(weft__rq *q, uint32_t n)
   return room < n ? room : n;
 }
 
-size_t weft__rq_pop(weft__rq *q, weft_msg *out, size_t max)
+/* Pops up to max messages of q into out; returns how many. */
+static size_t rq_pop(weft__rq *q, weft_msg *out, size_t max)
 {
   size_t n = 0;
   while (n < max && q->head != q->tail)
@@ -236,22 +237,22 @@ static void lane_drain(weft__shard *sh, unsigned src)
 
 size_t weft__msg_take(weft__shard *sh, weft__rq *q, weft_msg *out, size_t max)
 {
-  size_t n = weft__rq_pop(q, out, max);
-  weft__msg_shard *ms = sh->msg;
-  if (n && atomic_load_explicit(&q->full, memory_order_relaxed) &&
-      rq_len(q) <= sh->rt->msg->queue_limit / 2)
+  size_t n = rq_pop(q, out, max);
+  /* Direct senders and the lanes left full come back once the queue is
+   * half empty, so that a receiver taking one message at a time does not
+   * let them in one by one. */
+  if (!n || rq_len(q) > sh->rt->msg->queue_limit / 2)
+    return n;
+  if (atomic_load_explicit(&q->full, memory_order_relaxed))
     atomic_store_explicit(&q->full, false, memory_order_relaxed);
-  /* Lanes left full come back once the queue is half empty, so that a
-   * receiver taking one message at a time does not drain them one by one. */
-  if (n && ms->nstalled && rq_len(q) <= sh->rt->msg->queue_limit / 2) {
-    unsigned nsrc = (unsigned)sh->rt->nshards + 1;
-    for (unsigned src = 0; src < nsrc && ms->nstalled; src++) {
-      if (!ms->stalled[src])
-        continue;
-      ms->stalled[src] = 0;
-      ms->nstalled--;
-      lane_drain(sh, src); /* stalls it again if it still does not fit */
-    }
+  weft__msg_shard *ms = sh->msg;
+  unsigned nsrc = (unsigned)sh->rt->nshards + 1;
+  for (unsigned src = 0; src < nsrc && ms->nstalled; src++) {
+    if (!ms->stalled[src])
+      continue;
+    ms->stalled[src] = 0;
+    ms->nstalled--;
+    lane_drain(sh, src); /* stalls it again if it still does not fit */
   }
   return n;
 }
