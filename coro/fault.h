@@ -23,6 +23,8 @@ enum weft__fault_site {
   WEFT__FAULT_WAKE_FD,   /* the eventfd write that stands in for a refused post */
   WEFT__FAULT_MEMBARRIER,/* a canceller's membarrier (-ENOMEM) */
   WEFT__FAULT_RECV_QUEUE,/* growing a shard's message receive queue */
+  WEFT__FAULT_SEND,      /* a shard's msg_ring SQEs (wake-ups, messages, doorbells,
+                            flush markers): refused by the kernel in their CQE */
   WEFT__FAULT_NSITES
 };
 

@@ -362,6 +362,10 @@ void weft__ring_wake_fd_cqe(weft__shard *sh, unsigned flags);
  * thread's own small ring. Synchronous: 0 once posted, or -errno. Leaves
  * errno as it was. */
 int weft__ring_post_msg(int target_fd, uint64_t data, uint32_t len);
+/* Prepares sqe (of a shard's ring) as a msg_ring to the ring `target_fd`
+ * (target CQE: user_data `data`, res `len`). The sender's own CQE, if any,
+ * carries what the SQE's user_data is then set to. */
+void weft__ring_prep_msg(struct io_uring_sqe *sqe, int target_fd, uint32_t len, uint64_t data);
 /* Test hook: ring flags (WEFT_RING_*) setup pretends the kernel refused. */
 extern atomic_uint weft__ring_refused;
 

@@ -294,7 +294,7 @@ int weft__msg_direct(weft__shard *me, weft__shard *to, uint16_t tag, uint32_t va
     if (r < 0)
       return r;
   } else {
-    io_uring_prep_msg_ring(sqe, to->ring_fd, val, ud_msg((unsigned)me->id, tag), 0);
+    weft__ring_prep_msg(sqe, to->ring_fd, val, ud_msg((unsigned)me->id, tag));
     sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
     io_uring_sqe_set_data64(sqe, ud_msg_failed(to->id, tag, val));
   }
@@ -311,7 +311,7 @@ void weft__msg_bell(weft__shard *me, weft__shard *to, unsigned kind, unsigned pa
   weft__count(&me->stats.msg_doorbells, 1);
   struct io_uring_sqe *sqe = weft__ring_sqe(me);
   if (sqe) {
-    io_uring_prep_msg_ring(sqe, to->ring_fd, 0, ud_bell(kind, payload), 0);
+    weft__ring_prep_msg(sqe, to->ring_fd, 0, ud_bell(kind, payload));
     sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
     io_uring_sqe_set_data64(sqe, ud_bell_failed(to->id, kind, payload));
     me->sq_pending = 0;

@@ -193,9 +193,18 @@ static void sender_key_init(void)
   pthread_key_create(&sender_key, sender_free);
 }
 
-static void prep_wake(struct io_uring_sqe *sqe, int target_fd)
+/* Under WEFT__FAULT_SEND the SQE gets an opcode no kernel has: every kernel
+ * fails it at once with -EINVAL in a CQE under the caller's user_data, which
+ * is what a refused message looks like to the sender (a NOP told to fail
+ * would need 6.10's IORING_NOP_INJECT_RESULT, and older kernels complete
+ * it with success instead). */
+#define OPCODE_NO_KERNEL_HAS 0xff
+
+void weft__ring_prep_msg(struct io_uring_sqe *sqe, int target_fd, uint32_t len, uint64_t data)
 {
-  io_uring_prep_msg_ring(sqe, target_fd, 0, WEFT__UD_WAKE, 0);
+  io_uring_prep_msg_ring(sqe, target_fd, len, data, 0);
+  if (weft__fault_hit(WEFT__FAULT_SEND))
+    sqe->opcode = OPCODE_NO_KERNEL_HAS;
 }
 
 static int send_ringless(int target_fd, uint64_t data, uint32_t len)
@@ -244,7 +253,7 @@ void weft__ring_send_wake(weft__shard *to)
   if (me && to->rt == me->rt) {
     struct io_uring_sqe *sqe = weft__ring_sqe(me);
     if (sqe) {
-      prep_wake(sqe, to->ring_fd);
+      weft__ring_prep_msg(sqe, to->ring_fd, 0, WEFT__UD_WAKE);
       sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
       io_uring_sqe_set_data64(sqe, WEFT__UD_WAKE_SENT | ((uint64_t)to->id << 3));
       /* Sent now, not at the next flush: the running task may compute (or

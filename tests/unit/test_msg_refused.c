@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Suite "msg", the kernel refusing what a shard sends through its own ring
+ * (WEFT__FAULT_SEND: the SQE fails at once with -EINVAL in its CQE, as a
+ * msg_ring the kernel has no memory for fails). A direct message is sent
+ * again and arrives after the ones sent meanwhile; a lane's doorbell is rung
+ * again; a wake-up falls back to the target's eventfd; a ticketed send and a
+ * flush return the error. Refusals seen by plain threads, which post
+ * synchronously, are in test_msg_outside.c.
+ */
+#include "msg_test.h"
+#include "rt_internal.h"
+
+#define TAG 9
+#define N_LANE 10
+
+static long send_faults_left(void)
+{
+  return atomic_load(&weft__fault_countdown[WEFT__FAULT_SEND]);
+}
+
+/* Receives n messages on this shard into vals[] (10 s each at most). */
+static void recv_n(uint32_t *vals, int n)
+{
+  for (int i = 0; i < n; i++) {
+    weft_msg m;
+    int r = weft_msg_recv(&m, in_ms(10000));
+    CO_EQ(r, 0);
+    if (r < 0)
+      return;
+    CO_EQ(m.sender, 0);
+    CO_EQ(m.tag, TAG);
+    vals[i] = m.val;
+  }
+}
+
+/* ---- a direct message -------------------------------------------------------------- */
+
+static void *recv_three(void *arg)
+{
+  recv_n(arg, 3);
+  weft_msg m;
+  CO_EQ(weft_msg_try_recv(&m, 0), -EAGAIN); /* sent again once, not twice */
+  return NULL;
+}
+
+static void *direct_main(void *arg)
+{
+  (void)arg;
+  uint32_t got[3] = {99, 99, 99};
+  weft_task *r = spawn_on(1, recv_three, got);
+  /* All three are queued on this shard's ring before any is submitted:
+   * the second is refused when they are, and is sent again only when its
+   * CQE is reaped. */
+  weft__fault_arm(WEFT__FAULT_SEND, 2);
+  for (uint32_t v = 0; v < 3; v++)
+    CO_EQ(weft_msg_send(1, TAG, v), 0);
+  CO_EQ(send_faults_left(), 0);
+  CO_EQ(weft_join(r, NULL), 0);
+  CO_EQ(got[0], 0);
+  CO_EQ(got[1], 2);
+  CO_EQ(got[2], 1);
+  CO_EQ(shard_stats(0).msg_failed, 1);
+  return NULL;
+}
+
+Test(msg, refused_direct_message_is_sent_again_after_the_ones_sent_meanwhile, .timeout = 60)
+{
+  cr_assert_null(rt_run(2, direct_main, NULL));
+  rt_assert_clean();
+}
+
+/* ---- a lane's doorbell ------------------------------------------------------------- */
+
+static void *recv_lane(void *arg)
+{
+  recv_n(arg, N_LANE);
+  return NULL;
+}
+
+static void *bell_main(void *arg)
+{
+  (void)arg;
+  uint32_t got[N_LANE];
+  weft_task *r = spawn_on(1, recv_lane, got);
+  weft_msg batch[N_LANE];
+  for (uint32_t i = 0; i < N_LANE; i++)
+    batch[i] = (weft_msg){.tag = TAG, .val = i};
+  /* One batch, one doorbell, refused: nobody flushes, so only ringing it
+   * again gets the lane drained. */
+  weft__fault_arm(WEFT__FAULT_SEND, 1);
+  CO_EQ(weft_msg_send_many(1, batch, N_LANE), N_LANE);
+  CO_EQ(send_faults_left(), 0);
+  CO_EQ(weft_join(r, NULL), 0);
+  for (uint32_t i = 0; i < N_LANE; i++)
+    CO_EQ(got[i], i);
+  CO_EQ(shard_stats(0).msg_failed, 1);
+  return NULL;
+}
+
+Test(msg, refused_lane_doorbell_is_rung_again, .timeout = 60)
+{
+  cr_assert_null(rt_run(2, bell_main, NULL));
+  rt_assert_clean();
+}
+
+/* ---- a wake-up ---------------------------------------------------------------------- */
+
+static void *where_am_i(void *arg)
+{
+  (void)arg;
+  return (void *)(intptr_t)weft_shard_id();
+}
+
+static void *wake_main(void *arg)
+{
+  (void)arg;
+  /* Shard 1 sleeps: a task pinned there makes this shard send it a
+   * wake-up, which is refused. Nothing else would wake it (an idle shard
+   * has no timer), and the wake-up stays marked as on its way. */
+  weft__fault_arm(WEFT__FAULT_SEND, 1);
+  weft_task *t = spawn_on(1, where_am_i, NULL);
+  void *v = NULL;
+  CO_EQ(weft_join_dl(t, &v, in_ms(10000)), 0);
+  CO_EQ((intptr_t)v, 1);
+  CO_EQ(send_faults_left(), 0);
+  return NULL;
+}
+
+Test(msg, refused_wake_up_falls_back_to_the_eventfd, .timeout = 60)
+{
+  weft_runtime *rt = rt_start(2);
+  cr_assert(rt_wait_parked(rt, 1), "shard 1 never slept");
+  cr_assert_eq(weft_join(rt_submit_on(rt, 0, wake_main, NULL), NULL), 0);
+  rt_assert_clean();
+  /* Woken the same way again, and stoppable: the refusal left nothing
+   * marked as on its way. */
+  cr_assert(rt_wait_parked(rt, 1), "shard 1 never slept again");
+  void *v = NULL;
+  cr_assert_eq(weft_join(rt_submit_on(rt, 0, wake_main, NULL), &v), 0);
+  rt_assert_clean();
+  rt_stop_idle(rt);
+}
+
+/* ---- a ticketed send and a flush --------------------------------------------------- */
+
+static void *try_recv_all(void *arg)
+{
+  uint32_t *out = arg; /* out[0]: how many; then the values */
+  weft_msg m;
+  int r;
+  while ((r = weft_msg_try_recv(&m, 0)) == 0)
+    out[1 + out[0]++] = m.val;
+  CO_EQ(r, -EAGAIN);
+  return NULL;
+}
+
+static void *ticketed_main(void *arg)
+{
+  (void)arg;
+  weft__fault_arm(WEFT__FAULT_SEND, 1);
+  CO_EQ(weft_msg_send_wait(1, TAG, 5), -EINVAL);
+  CO_EQ(weft_msg_send_wait(1, TAG, 6), 0);
+  /* What a ticketed send posted is there for a receive that does not wait;
+   * the refused one is not, and is not sent again. */
+  uint32_t got[4] = {0};
+  CO_EQ(weft_join(spawn_on(1, try_recv_all, got), NULL), 0);
+  CO_EQ(got[0], 1);
+  CO_EQ(got[1], 6);
+
+  /* A flush whose marker is refused returns the error; the direct message
+   * before it still arrives. */
+  CO_EQ(weft_msg_send(1, TAG, 7), 0);
+  weft__fault_arm(WEFT__FAULT_SEND, 1);
+  CO_EQ(weft_msg_flush(), -EINVAL);
+  CO_EQ(send_faults_left(), 0);
+  CO_EQ(weft_msg_flush(), 0);
+  memset(got, 0, sizeof(got));
+  CO_EQ(weft_join(spawn_on(1, try_recv_all, got), NULL), 0);
+  CO_EQ(got[0], 1);
+  CO_EQ(got[1], 7);
+  return NULL;
+}
+
+Test(msg, refused_ticketed_send_and_flush_marker_return_the_error, .timeout = 60)
+{
+  cr_assert_null(rt_run(2, ticketed_main, NULL));
+  rt_assert_clean();
+}
