@@ -368,6 +368,10 @@ int weft__ring_post_msg(int target_fd, uint64_t data, uint32_t len);
 void weft__ring_prep_msg(struct io_uring_sqe *sqe, int target_fd, uint32_t len, uint64_t data);
 /* Test hook: ring flags (WEFT_RING_*) setup pretends the kernel refused. */
 extern atomic_uint weft__ring_refused;
+/* How weft__ring_post_msg sends: 0 not known yet, 1 ring-less, -1 through
+ * the thread's own ring (kernels before 6.13). Tests set -1 to take the
+ * older kernels' way here. */
+extern atomic_int weft__ring_ringless;
 
 /* user_data tags of internal CQEs; op records are 8-aligned pointers. */
 #define WEFT__UD_WAKE ((uint64_t)1)        /* msg_ring wake-up (target side) */

@@ -177,7 +177,7 @@ struct io_uring_sqe *weft__ring_sqe(weft__shard *sh)
 /* ---- sending wake-ups from threads without a ring --------------------------- */
 
 /* 1: ring-less send works, 0: not probed yet, -1: fall back to a ring. */
-static atomic_int ringless_ok;
+atomic_int weft__ring_ringless;
 static pthread_key_t sender_key;
 static pthread_once_t sender_once = PTHREAD_ONCE_INIT;
 static __thread struct io_uring *sender_ring;
@@ -279,17 +279,17 @@ int weft__ring_post_msg(int target_fd, uint64_t data, uint32_t len)
   if (weft__fault_hit(WEFT__FAULT_POST))
     return -ENOMEM;
   int saved = errno;
-  int mode = atomic_load_explicit(&ringless_ok, memory_order_relaxed);
+  int mode = atomic_load_explicit(&weft__ring_ringless, memory_order_relaxed);
   if (mode >= 0) {
     int r = send_ringless(target_fd, data, len);
     if (r >= 0) {
       if (mode == 0)
-        atomic_store_explicit(&ringless_ok, 1, memory_order_relaxed);
+        atomic_store_explicit(&weft__ring_ringless, 1, memory_order_relaxed);
       errno = saved;
       return 0;
     }
     if (r == -EINVAL || r == -EOPNOTSUPP || r == -ENOSYS) {
-      atomic_store_explicit(&ringless_ok, -1, memory_order_relaxed); /* kernel < 6.13 */
+      atomic_store_explicit(&weft__ring_ringless, -1, memory_order_relaxed); /* kernel < 6.13 */
     } else if (r != -EBADF || mode > 0) {
       errno = saved;
       return r; /* the kernel refused the message itself (-ENOMEM, ...) */
@@ -299,7 +299,7 @@ int weft__ring_post_msg(int target_fd, uint64_t data, uint32_t len)
   }
   int r = send_from_own_ring(target_fd, data, len);
   if (r >= 0 && mode == 0)
-    atomic_store_explicit(&ringless_ok, -1, memory_order_relaxed);
+    atomic_store_explicit(&weft__ring_ringless, -1, memory_order_relaxed);
   errno = saved;
   return r < 0 ? r : 0;
 }

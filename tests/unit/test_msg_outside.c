@@ -5,7 +5,9 @@
  * thread's flush (it waits until the targets took the shared lanes, its
  * deadline, a lane nobody could ring; from another runtime's coroutine it
  * suspends), refused doorbells (a lane's, a counter's) replaced by the
- * shard's eventfd, and a parked target woken by each way of sending.
+ * shard's eventfd, and a parked target woken by each way of sending. The
+ * senders and the wake-ups run twice: with the kernel's ring-less msg_ring
+ * (6.13) and the way older kernels need, a ring per thread.
  */
 #include "msg_test.h"
 #include "rt_internal.h"
@@ -76,7 +78,7 @@ static void *ext_receiver(void *arg)
   return NULL;
 }
 
-Test(msg, plain_thread_senders_use_the_external_id, .timeout = 60)
+static void ext_senders_run(void)
 {
   weft_runtime *rt = rt_start(2);
   /* Outside a runtime, the calls without one are refused. */
@@ -108,6 +110,21 @@ Test(msg, plain_thread_senders_use_the_external_id, .timeout = 60)
   rt_stop_idle(rt);
   rt_assert_clean();
   rt_assert_no_leaks();
+}
+
+Test(msg, plain_thread_senders_use_the_external_id, .timeout = 60)
+{
+  ext_senders_run();
+}
+
+/* Kernels before 6.13 have no ring-less msg_ring: each plain thread posts
+ * through a small ring of its own, made on its first post and freed when
+ * the thread exits (the leak check after the senders were joined). */
+Test(msg, plain_thread_senders_through_rings_of_their_own, .timeout = 60)
+{
+  atomic_store(&weft__ring_ringless, -1);
+  ext_senders_run();
+  cr_assert_eq(atomic_load(&weft__ring_ringless), -1);
 }
 
 /* ---- flush from a plain thread ---------------------------------------------------------- */
@@ -406,7 +423,7 @@ static void *park_many_from_shard0(void *arg)
   return NULL;
 }
 
-Test(msg, parked_target_wakes, .timeout = 60)
+static void parked_target_run(void)
 {
   weft_config c;
   rt_cfg(&c, 2);
@@ -428,7 +445,9 @@ Test(msg, parked_target_wakes, .timeout = 60)
   cr_assert_eq(weft_runtime_submit(rt, &o, park_many_from_shard0, NULL, &s), 0); /* lane: 3 */
   cr_assert_eq(weft_join(s, NULL), 0);
   cr_assert(rt_wait_parked(rt, 1));
+  errno = 1234;
   cr_assert_eq(weft_msg_send_rt(rt, 1, 1, 10), 0); /* plain thread, direct */
+  cr_assert_eq(errno, 1234); /* a user's thread keeps its errno */
   cr_assert(rt_wait_parked(rt, 1));
   cr_assert_eq(weft_msg_send_many_rt(rt, 1, &(weft_msg){.tag = 1, .val = 20}, 1), 1);
   cr_assert(rt_wait_parked(rt, 1));
@@ -442,3 +461,14 @@ Test(msg, parked_target_wakes, .timeout = 60)
   rt_assert_no_leaks();
 }
 
+Test(msg, parked_target_wakes, .timeout = 60)
+{
+  parked_target_run();
+}
+
+Test(msg, parked_target_wakes_from_threads_with_rings_of_their_own, .timeout = 60)
+{
+  atomic_store(&weft__ring_ringless, -1);
+  parked_target_run();
+  cr_assert_eq(atomic_load(&weft__ring_ringless), -1);
+}
