@@ -133,21 +133,6 @@ struct io_uring_sqe *weft__op_begin(weft__op *op, int64_t deadline)
   return sqe;
 }
 
-struct io_uring_sqe *weft__op_chain(weft__op *op)
-{
-  weft__shard *sh = op->sh;
-  if (io_uring_sq_space_left(&sh->ring) < 1) {
-    /* Never split a chain across submissions: the kernel would run the
-     * first part unlinked. */
-    op->res = -EBUSY;
-    return NULL;
-  }
-  struct io_uring_sqe *sqe = io_uring_get_sqe(&sh->ring);
-  sh->sq_pending++;
-  weft__op_adopt(op, sqe);
-  return sqe;
-}
-
 /* The deadline passed: cancel the op like weft_cancel would. */
 static void on_deadline(weft__timer *tm)
 {

@@ -62,11 +62,6 @@ struct weft__op {
  * Nothing may run between begin and wait but preparing the SQE(s). */
 struct io_uring_sqe *weft__op_begin(weft__op *op, int64_t deadline);
 
-/* One more SQE for a linked chain started by weft__op_begin (link flags are
- * the caller's). NULL with op->res = -EBUSY when the SQ is full: a chain is
- * never split across two submissions. */
-struct io_uring_sqe *weft__op_chain(weft__op *op);
-
 /* Submits (at the shard's next flush), suspends until the CQE(s), returns
  * the result: cqe->res, with -ECANCELED turned into -ETIMEDOUT when the
  * deadline fired (and the task itself was not cancelled). */
@@ -106,8 +101,8 @@ void weft__op_rearm(weft__op *op, struct io_uring_sqe *sqe);
  * the owning shard for ops only it touches). */
 void weft__op_queue_cancel(weft__op *op);
 
-/* Turns SQEs handed out by weft__op_begin/chain into NOPs nobody waits for
- * (an op given up before it was submitted). */
+/* Turns an op's SQEs (from weft__op_begin or weft_uring_sqe) into NOPs
+ * nobody waits for (an op given up before it was submitted). */
 void weft__op_abandon(weft__op *op, struct io_uring_sqe **sqes, unsigned n);
 
 /* Cancels the op task t is suspended in, if any (any thread). */
