@@ -16,52 +16,18 @@
 #include "weft/io.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <stdbool.h>
 #include <string.h>
 #include <unistd.h>
 
 /* ---- shared helpers --------------------------------------------------------- */
 
-/* Plain thread: as io.c's plain write - with a deadline, readiness from
- * poll(2) is no promise (the pipe may have less room than we write), so the
- * write is RWF_NOWAIT and -EAGAIN polls again. */
-static ssize_t plain_writev(int fd, const struct iovec *iov, int cnt, int64_t deadline)
-{
-  int saved = errno;
-  bool nowait = deadline >= 0;
-  ssize_t res;
-  for (;;) {
-    int r = deadline >= 0 ? weft__poll_ready(fd, POLLOUT, deadline) : 0;
-    if (r < 0) {
-      res = r;
-      break;
-    }
-    ssize_t got = nowait ? pwritev2(fd, iov, cnt, -1, RWF_NOWAIT) : writev(fd, iov, cnt);
-    if (got >= 0) {
-      res = got;
-      break;
-    }
-    int e = errno;
-    if (e == EINTR || (nowait && e == EAGAIN))
-      continue;
-    if (nowait && e == EOPNOTSUPP) {
-      nowait = false; /* this kind of file cannot say "would block" */
-      continue;
-    }
-    res = -e;
-    break;
-  }
-  errno = saved;
-  return res;
-}
-
 ssize_t weft__bufio_writev(int fd, const struct iovec *iov, int cnt, int64_t deadline)
 {
   weft__op op;
   struct io_uring_sqe *sqe = weft__op_begin(&op, deadline);
   if (!sqe)
-    return op.res == -EPERM ? plain_writev(fd, iov, cnt, deadline) : op.res;
+    return op.res == -EPERM ? weft__plain_rw(fd, iov, cnt, -1, deadline, true) : op.res;
   /* The iovec array lives in the caller's frame, which stays put until the
    * CQE: the coroutine is suspended until then on every path. */
   io_uring_prep_writev(sqe, fd, iov, (unsigned)cnt, (uint64_t)-1);

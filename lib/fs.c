@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -238,6 +237,18 @@ long weft__fs_pool(long (*fn)(void *), void *arg, int64_t deadline, bool *ran)
   return j.ran ? j.res : r;
 }
 
+/* A plain thread's read or write: the fallback io.c's calls use too, whose
+ * deadline holds on a pipe or socket that another thread drains (or fills)
+ * between poll(2) and the transfer. */
+static long plain_data(const weft__fs_call *c, int64_t deadline)
+{
+  bool vec = c->op == IORING_OP_READV || c->op == IORING_OP_WRITEV;
+  bool write_op = c->op == IORING_OP_WRITE || c->op == IORING_OP_WRITEV;
+  struct iovec one = {.iov_base = c->buf, .iov_len = c->len};
+  return weft__plain_rw(c->fd, vec ? (const struct iovec *)c->buf : &one, vec ? (int)c->len : 1,
+                        c->off, deadline, write_op);
+}
+
 long weft__fs_run(weft__fs_call *c, int64_t deadline)
 {
   c->via_pool = false;
@@ -245,13 +256,7 @@ long weft__fs_run(weft__fs_call *c, int64_t deadline)
   weft_task *t = weft__task_self();
   if (!t) {
     c->via_pool = true;
-    if (is_data(c->op) && deadline >= 0) {
-      short ev = (c->op == IORING_OP_READ || c->op == IORING_OP_READV) ? POLLIN : POLLOUT;
-      int r = weft__poll_ready(c->fd, ev, deadline);
-      if (r < 0)
-        return r;
-    }
-    return weft__fs_pool(sys_job, c, deadline, NULL);
+    return is_data(c->op) ? plain_data(c, deadline) : weft__fs_pool(sys_job, c, deadline, NULL);
   }
   if (uring_has(t->shard, c->op)) {
     weft__op op;

@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <stdbool.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -41,56 +42,63 @@ int weft__poll_ready(int fd, short events, int64_t deadline)
   return r;
 }
 
+static bool is_regular_file(int fd)
+{
+  struct stat st;
+  return fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+}
+
 /* With a deadline, readiness from poll(2) is not a promise (another thread
  * may take the data, or the pipe have less room than we write): transfer with
- * RWF_NOWAIT and poll again on -EAGAIN, so the deadline holds. Descriptors
- * that do not support RWF_NOWAIT get the plain call. */
-static ssize_t plain_rw_errno(int fd, void *buf, size_t n, int64_t deadline, bool write_op)
+ * RWF_NOWAIT and poll again on -EAGAIN, so the deadline holds. Two kinds of
+ * file get the plain call instead: those that do not support RWF_NOWAIT, and
+ * regular files, whose -EAGAIN means data on its way from the disk - poll(2)
+ * says "ready" at once, so polling again would only spin. */
+static ssize_t plain_rw_errno(int fd, const struct iovec *iov, int cnt, off_t off,
+                              int64_t deadline, bool write_op)
 {
-  struct iovec iov = {.iov_base = buf, .iov_len = n};
   bool nowait = deadline >= 0;
   for (;;) {
     /* Without a deadline the blocking call itself does the waiting. */
-    int r = deadline >= 0 ? weft__poll_ready(fd, write_op ? POLLOUT : POLLIN, deadline) : 0;
+    int r = nowait ? weft__poll_ready(fd, write_op ? POLLOUT : POLLIN, deadline) : 0;
     if (r < 0)
       return r;
-    ssize_t got;
-    if (nowait)
-      got = write_op ? pwritev2(fd, &iov, 1, -1, RWF_NOWAIT) : preadv2(fd, &iov, 1, -1, RWF_NOWAIT);
-    else
-      got = write_op ? write(fd, buf, n) : read(fd, buf, n);
+    int flags = nowait ? RWF_NOWAIT : 0;
+    ssize_t got = write_op ? pwritev2(fd, iov, cnt, off, flags) : preadv2(fd, iov, cnt, off, flags);
     if (got >= 0)
       return got;
     int e = errno;
     if (e == EINTR)
       continue;
-    if (nowait && e == EAGAIN)
+    if (nowait && e == EAGAIN && !is_regular_file(fd))
       continue; /* lost the race for it: wait for readiness again */
-    if (nowait && e == EOPNOTSUPP) {
-      nowait = false; /* this kind of file cannot say "would block" */
+    if (nowait && (e == EAGAIN || e == EOPNOTSUPP)) {
+      nowait = false;
       continue;
     }
     return -e;
   }
 }
 
-/* The system calls above set errno; the caller's errno is left as it was. */
-static ssize_t plain_rw(int fd, void *buf, size_t n, int64_t deadline, bool write_op)
+ssize_t weft__plain_rw(int fd, const struct iovec *iov, int cnt, off_t off, int64_t deadline,
+                       bool write_op)
 {
   int saved = errno;
-  ssize_t r = plain_rw_errno(fd, buf, n, deadline, write_op);
+  ssize_t r = plain_rw_errno(fd, iov, cnt, off, deadline, write_op);
   errno = saved;
   return r;
 }
 
 static ssize_t plain_read(int fd, void *buf, size_t n, int64_t deadline)
 {
-  return plain_rw(fd, buf, n, deadline, false);
+  struct iovec iov = {.iov_base = buf, .iov_len = n};
+  return weft__plain_rw(fd, &iov, 1, -1, deadline, false);
 }
 
 static ssize_t plain_write(int fd, const void *buf, size_t n, int64_t deadline)
 {
-  return plain_rw(fd, (void *)buf, n, deadline, true);
+  struct iovec iov = {.iov_base = (void *)buf, .iov_len = n};
+  return weft__plain_rw(fd, &iov, 1, -1, deadline, true);
 }
 
 ssize_t weft_read_dl(int fd, void *buf, size_t n, int64_t deadline)

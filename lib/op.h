@@ -30,6 +30,8 @@
 #include "core.h"
 
 #include <limits.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 
 typedef struct weft__op weft__op;
 
@@ -114,5 +116,13 @@ void weft__op_cancel_task(weft_task *t);
  * left as it was. Readiness is no promise that the transfer will not block:
  * callers transfer with a "don't wait" flag and poll again on -EAGAIN. */
 int weft__poll_ready(int fd, short events, int64_t deadline);
+
+/* The plain-thread fallback of every read and write: preadv2/pwritev2 of
+ * iov at `off` (-1: the file position), waiting with weft__poll_ready while
+ * a deadline is set (the transfer itself then never blocks, except on a
+ * regular file, which poll cannot wait for). The result, or -errno; errno
+ * is left as it was. */
+ssize_t weft__plain_rw(int fd, const struct iovec *iov, int cnt, off_t off, int64_t deadline,
+                       bool write_op);
 
 #endif

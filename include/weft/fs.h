@@ -33,9 +33,10 @@
  * waits for it and returns its result; one still queued is dropped.
  *
  * On a plain thread (not a coroutine) each call runs the plain system call
- * on the calling thread, which blocks. A deadline then only bounds waiting
- * for a descriptor to become readable/writable (poll(2), as weft/io.h), not
- * the system call itself. errno is never changed, on any thread.
+ * on the calling thread, which blocks. A deadline then bounds reads and
+ * writes on pipes and sockets as in weft/io.h (poll(2), then a transfer
+ * that does not block), but not the system call itself on a regular file
+ * or in the other calls. errno is never changed, on any thread.
  *
  * Differences from the system calls, inherited from io_uring:
  *   - weft_open of a FIFO for reading returns without waiting for a writer

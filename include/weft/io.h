@@ -14,8 +14,11 @@
  * nothing was transferred, unless it completed first, in which case its
  * result is returned). A cancelled task gets -ECANCELED, with the same rule.
  *
- * On a plain thread these calls run the ordinary blocking system call (with
- * poll(2) for the deadline).
+ * On a plain thread these calls run the ordinary blocking system call. With
+ * a deadline they wait in poll(2) and transfer with RWF_NOWAIT, so the
+ * deadline holds on a pipe or socket even when another thread takes the
+ * data (or the room) first; on a regular file the transfer itself may still
+ * wait for the disk.
  */
 #ifndef WEFT_IO_H
 #define WEFT_IO_H

@@ -693,8 +693,13 @@ Test(op, cancel_write_blocked_on_full_pipe, .timeout = 30)
 /* The plain-thread fallback with a deadline: a write larger than the room
  * left in a pipe must not block past the deadline (poll(2) reports a pipe
  * writable with one page free; a blocking write(2) of more then waits for
- * a reader). The result is a short count or -ETIMEDOUT, promptly. */
-Test(op, plain_thread_write_deadline_with_little_room, .timeout = 10)
+ * a reader). The result is a short count or -ETIMEDOUT, promptly - for
+ * every call that writes: plain, vectored (lib/fs.c) and a frame's writev
+ * (lib/frame.c). The bound is not a timing check: a call that blocks in
+ * write(2) never returns, as no one reads the pipe. */
+enum little_room_call { LR_WRITE, LR_WRITEV, LR_FRAME };
+
+static void write_with_little_room(enum little_room_call call)
 {
   int p[2];
   cr_assert_eq(io_pipe(p), 0);
@@ -702,18 +707,40 @@ Test(op, plain_thread_write_deadline_with_little_room, .timeout = 10)
   cr_assert_gt(cap, 8192);
   char *buf = calloc(1, (size_t)cap);
   cr_assert_eq(weft_write(p[1], buf, (size_t)cap - 4096), cap - 4096); /* one page left */
-  int64_t t0 = weft_now();
-  ssize_t r = weft_write_dl(p[1], buf, (size_t)cap, t0 + 20 * WEFT_MSEC);
-  cr_assert(r == -ETIMEDOUT || (r > 0 && r <= 4096), "weft_write_dl: %zd", r);
+  int64_t t0 = weft_now(), dl = t0 + 20 * WEFT_MSEC;
+  struct iovec iov[2] = {{buf, (size_t)cap / 2}, {buf + cap / 2, (size_t)cap / 2}};
+  ssize_t r = call == LR_WRITE    ? weft_write_dl(p[1], buf, (size_t)cap, dl)
+              : call == LR_WRITEV ? weft_writev_dl(p[1], iov, 2, dl)
+                                  : weft_frame_write_dl(p[1], buf, (size_t)cap, dl);
+  if (call == LR_FRAME) /* all of a frame or an error */
+    cr_assert_eq(r, -ETIMEDOUT);
+  else
+    cr_assert(r == -ETIMEDOUT || (r > 0 && r <= 4096), "call %d: %zd", call, r);
   cr_assert_lt(weft_now(), t0 + 5 * WEFT_SEC);
   free(buf);
   io_close_pipe(p);
+}
+
+Test(op, plain_thread_write_deadline_with_little_room, .timeout = 10)
+{
+  write_with_little_room(LR_WRITE);
+}
+
+Test(op, plain_thread_writev_deadline_with_little_room, .timeout = 10)
+{
+  write_with_little_room(LR_WRITEV);
+}
+
+Test(op, plain_thread_frame_write_deadline_with_little_room, .timeout = 10)
+{
+  write_with_little_room(LR_FRAME);
 }
 
 /* Two plain threads read one byte with a deadline: one gets it, the other
  * must time out rather than block in read(2) after poll(2) said "ready". */
 struct plain_reader {
   int fd;
+  bool vectored;
   pthread_barrier_t *go;
   int64_t deadline;
   ssize_t r;
@@ -723,30 +750,36 @@ static void *plain_reader_thread(void *arg)
 {
   struct plain_reader *pr = arg;
   char c;
+  struct iovec iov = {&c, 1};
   pthread_barrier_wait(pr->go);
-  pr->r = weft_read_dl(pr->fd, &c, 1, pr->deadline);
+  pr->r = pr->vectored ? weft_readv_dl(pr->fd, &iov, 1, pr->deadline)
+                       : weft_read_dl(pr->fd, &c, 1, pr->deadline);
   return NULL;
 }
 
-Test(op, plain_threads_racing_for_one_byte_with_deadlines, .timeout = 30)
+static void race_for_one_byte(bool vectored)
 {
   int p[2];
   cr_assert_eq(io_pipe(p), 0);
-  for (int round = 0; round < 60; round++) {
+  for (int round = 0; round < 40; round++) {
     pthread_barrier_t go;
     pthread_barrier_init(&go, NULL, 3);
-    int64_t dl = weft_now() + 50 * WEFT_MSEC;
-    struct plain_reader pr[2] = {{.fd = p[0], .go = &go, .deadline = dl},
-                                 {.fd = p[0], .go = &go, .deadline = dl}};
+    struct plain_reader pr[2] = {{.fd = p[0], .vectored = vectored, .go = &go},
+                                 {.fd = p[0], .vectored = vectored, .go = &go}};
     pthread_t th[2];
     for (int i = 0; i < 2; i++)
       cr_assert_eq(pthread_create(&th[i], NULL, plain_reader_thread, &pr[i]), 0);
     /* The byte is there before they look: both polls see it at once. */
     cr_assert_eq(write(p[1], "1", 1), 1);
+    /* Set just before the barrier, not before the threads start (which a
+     * loaded machine can make take longer than the deadline): a reader that
+     * starts past its deadline gives up without looking. */
+    int64_t dl = weft_now() + 100 * WEFT_MSEC;
+    pr[0].deadline = pr[1].deadline = dl;
     pthread_barrier_wait(&go);
     /* If the loser blocks in read(2), this second byte (sent after the
      * deadline) is what finally releases it: then it returns 1, late. */
-    weft_sleep_until(dl + 50 * WEFT_MSEC);
+    weft_sleep_until(dl + 100 * WEFT_MSEC);
     cr_assert_eq(write(p[1], "2", 1), 1);
     for (int i = 0; i < 2; i++)
       pthread_join(th[i], NULL);
@@ -758,6 +791,16 @@ Test(op, plain_threads_racing_for_one_byte_with_deadlines, .timeout = 30)
     cr_assert_eq(read(p[0], &c, 1), 1); /* the second byte, still there */
   }
   io_close_pipe(p);
+}
+
+Test(op, plain_threads_racing_for_one_byte_with_deadlines, .timeout = 30)
+{
+  race_for_one_byte(false);
+}
+
+Test(op, plain_threads_racing_for_one_byte_with_readv_deadlines, .timeout = 30)
+{
+  race_for_one_byte(true);
 }
 
 /* ---- out of memory --------------------------------------------------------------- */
