@@ -3,7 +3,8 @@
  * Suite "net_faults": sockets when things go wrong - a peer that resets the
  * connection in the middle of a large send (no SIGPIPE, in a coroutine and
  * on a plain thread where only MSG_NOSIGNAL stands between the test and
- * death), refused connections, -EMFILE on accept and on the listener, bad
+ * death), refused connections, -EMFILE on accept and on the listener, a
+ * listener without memory to queue a connection, bad
  * descriptors and arguments, O_NONBLOCK sockets, deadlines on accept,
  * connect and recv from a silent peer (the op is really cancelled: the
  * socket keeps working and no byte is lost), weft_cancel of a task blocked
@@ -11,6 +12,8 @@
  * with 64 connections in flight (no completion lost).
  */
 #include "net_test.h"
+
+#include "fault.h"
 
 #include <pthread.h>
 
@@ -213,6 +216,50 @@ static void *listener_emfile_body(void *arg)
 Test(net_faults, listener_emfile, .timeout = 60)
 {
   rt_run(1, listener_emfile_body, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+/* No memory to queue a connection the multishot accept took: that one is
+ * closed (its client sees the end of the stream, not a connection that
+ * hangs), the next accept reports -ENOMEM once, and the listener serves on. */
+static void *listener_nomem_body(void *arg)
+{
+  (void)arg;
+  int lfd = weft_tcp_listen("127.0.0.1", "0", 16);
+  CO_CHECK(lfd >= 0);
+  weft_listener *l = NULL;
+  CO_EQ(weft_listener_open(&l, lfd, 0), 0);
+  /* A wait with a deadline first, so the timer heap has its array and the
+   * next allocation of this shard is the listener's queue. */
+  CO_EQ(weft_listener_accept(l, weft_now() + WEFT_MSEC), -ETIMEDOUT);
+  char ps[8];
+  snprintf(ps, sizeof(ps), "%d", port_of(lfd));
+  weft__fault_arm(WEFT__FAULT_MALLOC, 1);
+  int c1 = weft_tcp_connect("127.0.0.1", ps);
+  CO_CHECK(c1 >= 0);
+  CO_EQ(weft_listener_accept(l, weft_now() + 10 * WEFT_SEC), -ENOMEM);
+  CO_EQ(atomic_load(&weft__fault_countdown[WEFT__FAULT_MALLOC]), 0);
+  char b;
+  CO_EQ(weft_recv_dl(c1, &b, 1, 0, weft_now() + 10 * WEFT_SEC), 0);
+  int c2 = weft_tcp_connect("127.0.0.1", ps);
+  CO_CHECK(c2 >= 0);
+  int s = weft_listener_accept(l, weft_now() + 10 * WEFT_SEC);
+  CO_CHECK(s >= 0);
+  CO_EQ(weft_send(c2, "ok", 2, 0), 2);
+  char buf[2];
+  CO_EQ(weft_recv_exact(s, buf, 2, NULL), 2);
+  close(s);
+  weft_listener_close(l);
+  close(c2);
+  close(c1);
+  close(lfd);
+  return NULL;
+}
+
+Test(net_faults, listener_without_memory_drops_one_connection, .timeout = 60)
+{
+  rt_run(1, listener_nomem_body, NULL);
   rt_assert_clean();
   rt_assert_no_leaks();
 }
