@@ -63,12 +63,13 @@ void weft_reader_destroy(weft_reader *r)
 
 void weft_reader_set_deadline(weft_reader *r, int64_t deadline)
 {
-  r->deadline = deadline;
+  if (r)
+    r->deadline = deadline;
 }
 
 size_t weft_reader_buffered(const weft_reader *r)
 {
-  return r->end - r->start;
+  return r ? r->end - r->start : 0;
 }
 
 static void compact(weft_reader *r)
@@ -334,12 +335,13 @@ void weft_writer_destroy(weft_writer *w)
 
 void weft_writer_set_deadline(weft_writer *w, int64_t deadline)
 {
-  w->deadline = deadline;
+  if (w)
+    w->deadline = deadline;
 }
 
 size_t weft_writer_buffered(const weft_writer *w)
 {
-  return w->len;
+  return w ? w->len : 0;
 }
 
 /* Records the first error: the writer stays broken with it. */

@@ -41,8 +41,10 @@ typedef struct weft_reader weft_reader;
 WEFT_API int weft_reader_create(weft_reader **r, int fd, size_t bufsize);
 /* Frees r (data still buffered is dropped; fd stays open). NULL is fine. */
 WEFT_API void weft_reader_destroy(weft_reader *r);
+/* The deadline of r's calls from now on (WEFT_NO_DEADLINE: none, the
+ * default). NULL r: nothing happens. */
 WEFT_API void weft_reader_set_deadline(weft_reader *r, int64_t deadline);
-/* Bytes buffered and not consumed yet. */
+/* Bytes buffered and not consumed yet (0 for NULL). */
 WEFT_API size_t weft_reader_buffered(const weft_reader *r);
 
 /* Reader errors (-ETIMEDOUT at the deadline, -ECANCELED, read errors) consume
@@ -91,8 +93,10 @@ typedef struct weft_writer weft_writer;
 WEFT_API int weft_writer_create(weft_writer **w, int fd, size_t bufsize);
 /* Frees w without flushing (call weft_writer_flush first). NULL is fine. */
 WEFT_API void weft_writer_destroy(weft_writer *w);
+/* The deadline of w's calls from now on (WEFT_NO_DEADLINE: none, the
+ * default). NULL w: nothing happens. */
 WEFT_API void weft_writer_set_deadline(weft_writer *w, int64_t deadline);
-/* Bytes buffered and not written yet. */
+/* Bytes buffered and not written yet (0 for NULL). */
 WEFT_API size_t weft_writer_buffered(const weft_writer *w);
 
 /* Writer errors: the first failed write (-EPIPE, -ETIMEDOUT at the deadline,

@@ -324,6 +324,11 @@ Test(bufio, reader_writer_create_errors, .timeout = 10)
   weft__fault_arm(WEFT__FAULT_MALLOC, 0);
   weft_reader_destroy(NULL);
   weft_writer_destroy(NULL);
+  /* The other calls without an object do nothing, as destroy does. */
+  weft_reader_set_deadline(NULL, 0);
+  weft_writer_set_deadline(NULL, 0);
+  cr_assert_eq(weft_reader_buffered(NULL), 0);
+  cr_assert_eq(weft_writer_buffered(NULL), 0);
 
   /* printf's temporary block failing leaves the writer whole. */
   int fd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
