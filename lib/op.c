@@ -257,12 +257,3 @@ void weft__op_cqe_dispatch(weft__shard *sh, weft__op *op, int res, unsigned flag
 {
   op->on_cqe(sh, op, res, flags);
 }
-
-void weft__op_abandon(weft__op *op, struct io_uring_sqe **sqes, unsigned n)
-{
-  for (unsigned i = 0; i < n; i++) {
-    io_uring_prep_nop(sqes[i]);
-    io_uring_sqe_set_data64(sqes[i], WEFT__UD_IGNORE);
-  }
-  (void)op;
-}

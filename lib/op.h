@@ -103,10 +103,6 @@ void weft__op_rearm(weft__op *op, struct io_uring_sqe *sqe);
  * the owning shard for ops only it touches). */
 void weft__op_queue_cancel(weft__op *op);
 
-/* Turns an op's SQEs (from weft__op_begin or weft_uring_sqe) into NOPs
- * nobody waits for (an op given up before it was submitted). */
-void weft__op_abandon(weft__op *op, struct io_uring_sqe **sqes, unsigned n);
-
 /* Cancels the op task t is suspended in, if any (any thread). */
 void weft__op_cancel_task(weft_task *t);
 

@@ -44,20 +44,60 @@ struct io_uring_sqe *weft_uring_sqe(void)
   return sqe;
 }
 
-int weft_uring_wait(struct io_uring_sqe **sqes, unsigned n, unsigned *cqe_flags, int64_t deadline)
+/* The SQEs weft_uring_sqe handed out and no call has taken yet are the last
+ * `uring_unadopted` queued on the shard's ring: nothing else may be called
+ * between weft_uring_sqe and the call that takes them. True when sqes[0..n)
+ * are exactly those (in any order). On a plain thread there are none to
+ * compare with: the call fails with -EPERM after the array's own check. */
+static bool handed_out(weft__shard *sh, struct io_uring_sqe **sqes, unsigned n)
 {
   if (!sqes || n == 0)
-    return -EINVAL;
+    return false;
+  for (unsigned i = 0; i < n; i++)
+    if (!sqes[i])
+      return false;
+  if (!sh)
+    return true;
+  if (n != sh->uring_unadopted)
+    return false;
+  const struct io_uring_sq *sq = &sh->ring.sq;
+  for (unsigned i = 0; i < n; i++) {
+    if (sqes[i] < sq->sqes || sqes[i] > sq->sqes + sq->ring_mask)
+      return false;
+    unsigned from_tail = (sq->sqe_tail - 1 - (unsigned)(sqes[i] - sq->sqes)) & sq->ring_mask;
+    if (from_tail >= n)
+      return false;
+  }
+  return true;
+}
+
+/* Turns every SQE handed out and not taken into a NOP nobody waits for, when
+ * the call that should take them fails before submitting - whatever the
+ * caller passed, a bad array included: nothing the caller prepared and gave
+ * up on may still run and write into its memory. */
+static void abandon_handed_out(weft__shard *sh)
+{
+  if (!sh)
+    return;
+  struct io_uring_sq *sq = &sh->ring.sq;
+  for (unsigned i = 1; i <= sh->uring_unadopted; i++) {
+    struct io_uring_sqe *sqe = &sq->sqes[(sq->sqe_tail - i) & sq->ring_mask];
+    io_uring_prep_nop(sqe);
+    io_uring_sqe_set_data64(sqe, WEFT__UD_IGNORE);
+  }
+  sh->uring_unadopted = 0;
+}
+
+int weft_uring_wait(struct io_uring_sqe **sqes, unsigned n, unsigned *cqe_flags, int64_t deadline)
+{
   weft__shard *sh = weft__shard_self();
-  if (sh)
-    sh->uring_unadopted = 0;
   weft__op op;
-  int r = weft__op_prepare(&op, deadline);
+  int r = handed_out(sh, sqes, n) ? weft__op_prepare(&op, deadline) : -EINVAL;
   if (r < 0) {
-    if (r != -EPERM)
-      weft__op_abandon(&op, sqes, n);
+    abandon_handed_out(sh);
     return r;
   }
+  sh->uring_unadopted = 0;
   for (unsigned i = 0; i < n; i++) {
     /* weft needs every CQE, and a link must not reach past the op into the
      * next SQE of somebody else. */
@@ -133,20 +173,20 @@ static void end_held(weft__held *h)
 
 int weft_uring_multishot_begin(weft_uring_multishot **out, struct io_uring_sqe *sqe)
 {
-  if (!out || !sqe)
-    return -EINVAL;
-  weft__shard *cur = weft__shard_self();
-  if (cur)
-    cur->uring_unadopted = 0; /* this SQE is adopted below (or abandoned) */
-  sqe->flags &= (unsigned char)~(IOSQE_CQE_SKIP_SUCCESS | IOSQE_IO_LINK | IOSQE_IO_HARDLINK);
-  struct weft_uring_multishot *ms = weft__calloc(1, sizeof(*ms));
-  int r = ms ? weft__op_prepare(&ms->op, WEFT_NO_DEADLINE) : -ENOMEM;
+  weft__shard *sh = weft__shard_self();
+  struct weft_uring_multishot *ms = NULL;
+  int r = -EINVAL;
+  if (out && handed_out(sh, &sqe, 1)) {
+    ms = weft__calloc(1, sizeof(*ms));
+    r = ms ? weft__op_prepare(&ms->op, WEFT_NO_DEADLINE) : -ENOMEM;
+  }
   if (r < 0) {
-    if (r != -EPERM)
-      weft__op_abandon(NULL, &sqe, 1);
+    abandon_handed_out(sh);
     free(ms);
     return r;
   }
+  sh->uring_unadopted = 0;
+  sqe->flags &= (unsigned char)~(IOSQE_CQE_SKIP_SUCCESS | IOSQE_IO_LINK | IOSQE_IO_HARDLINK);
   weft__op_adopt(&ms->op, sqe);
   ms->op.on_cqe = ms_cqe;
   weft_task *t = ms->op.task;

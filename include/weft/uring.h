@@ -50,9 +50,12 @@ WEFT_API struct io_uring_sqe *weft_uring_sqe(void);
 
 /* Submits the n SQEs (taken in order from weft_uring_sqe, n >= 1) and waits
  * for all their CQEs. Returns the result (see above) and stores the flags of
- * the CQE that gave it in *cqe_flags (if not NULL). -EINVAL for n == 0 or a
- * NULL array. If the call fails before submitting (-ECANCELED, -ETIMEDOUT for
- * a deadline already passed) the SQEs are turned into NOPs. */
+ * the CQE that gave it in *cqe_flags (if not NULL). -EINVAL unless sqes
+ * holds exactly the SQEs weft_uring_sqe handed out since the last call that
+ * took some (n == 0, a NULL array or element, one missing, one from
+ * elsewhere). If the call fails before submitting (-EINVAL, -ECANCELED,
+ * -ETIMEDOUT for a deadline already passed) every SQE handed out is turned
+ * into a NOP: nothing prepared for a call that failed ever runs. */
 WEFT_API int weft_uring_wait(struct io_uring_sqe **sqes, unsigned n, unsigned *cqe_flags,
                              int64_t deadline);
 
@@ -83,9 +86,10 @@ WEFT_API int weft_uring_wait(struct io_uring_sqe **sqes, unsigned n, unsigned *c
  *     weft_uring_multishot_end(ms); */
 typedef struct weft_uring_multishot weft_uring_multishot;
 
-/* Submits sqe as a multishot op. Returns 0, -EPERM (plain thread), -ENOMEM,
+/* Submits sqe as a multishot op. Returns 0, -EPERM (plain thread), -EINVAL
+ * (NULL ms, or sqe is not the one SQE weft_uring_sqe handed out), -ENOMEM,
  * -ECANCELED or -ETIMEDOUT (the task is cancelled, or its deadline scope has
- * ended: the SQE is turned into a NOP). */
+ * ended). On failure the SQEs handed out are turned into NOPs. */
 WEFT_API int weft_uring_multishot_begin(weft_uring_multishot **ms, struct io_uring_sqe *sqe);
 
 /* Waits for the next CQE: returns 1 and its res/flags, 0 once the op has

@@ -4,8 +4,9 @@
  * chains (the chain's result, a failing head cancelling the rest, a chain
  * on a ring too small to hold it next to other tasks' SQEs), deadlines and
  * cancellation of ops weft does not know, multishot ops (poll, timeout)
- * with their per-CQE delivery, deadlines, cancellation and end, and the
- * rule that a coroutine with an active multishot op stays on its shard.
+ * with their per-CQE delivery, deadlines, cancellation and end, the rule
+ * that a coroutine with an active multishot op stays on its shard, and
+ * calls that refuse their arguments leaving nothing prepared to run.
  */
 #include "io_helpers.h"
 
@@ -42,12 +43,18 @@ static void *nop_main(void *arg)
   weft_stats s1 = io_stats();
   CO_EQ(s1.ops_submitted - s0.ops_submitted, 4);
   CO_EQ(s1.ops_completed - s0.ops_completed, 4);
-  /* Bad arguments leave nothing behind. */
+  /* Bad arguments leave nothing behind: no op, and the SQEs handed out are
+   * given up (a later call cannot take them). */
   CO_EQ(weft_uring_wait(NULL, 1, NULL, WEFT_NO_DEADLINE), -EINVAL);
   sqe = weft_uring_sqe();
   io_uring_prep_nop(sqe);
   CO_EQ(weft_uring_wait(&sqe, 0, NULL, WEFT_NO_DEADLINE), -EINVAL);
+  CO_EQ(weft_uring_wait(&sqe, 1, NULL, WEFT_NO_DEADLINE), -EINVAL);
+  sqe = weft_uring_sqe();
+  io_uring_prep_nop(sqe);
   CO_EQ(weft_uring_wait(&sqe, 1, NULL, WEFT_NO_DEADLINE), 0);
+  weft_stats s2 = io_stats();
+  CO_EQ(s2.ops_submitted - s1.ops_submitted, 1);
   return NULL;
 }
 
@@ -56,6 +63,76 @@ Test(uring, nop_through_the_extension_api, .timeout = 30)
   rt_run(2, nop_main, NULL);
   rt_assert_clean();
 }
+
+/* A call that refuses its arguments must not leave what the caller
+ * prepared to run later: here a read into a buffer of this frame, which
+ * the kernel would fill after the call returned -EINVAL - for every way of
+ * getting the arguments wrong. */
+enum bad_call { BAD_COUNT_0, BAD_NULL_ARRAY, BAD_NULL_ELEMENT, BAD_TOO_FEW, BAD_FOREIGN,
+                BAD_MULTISHOT_OUT, BAD_COUNT };
+
+static void *stray_main(void *arg)
+{
+  (void)arg;
+  for (int how = 0; how < BAD_COUNT; how++) {
+    int p[2];
+    CO_EQ(io_pipe(p), 0);
+    char buf[4] = "----";
+    struct io_uring_sqe *sqe[2] = {weft_uring_sqe(), NULL};
+    CO_CHECK(sqe[0] != NULL);
+    if (!sqe[0])
+      return NULL;
+    io_uring_prep_read(sqe[0], p[0], buf, sizeof(buf), 0);
+    struct io_uring_sqe foreign;
+    weft_uring_multishot *ms = NULL;
+    int r;
+    switch (how) {
+    case BAD_COUNT_0:
+      r = weft_uring_wait(sqe, 0, NULL, WEFT_NO_DEADLINE);
+      break;
+    case BAD_NULL_ARRAY:
+      r = weft_uring_wait(NULL, 1, NULL, WEFT_NO_DEADLINE);
+      break;
+    case BAD_NULL_ELEMENT:
+      r = weft_uring_wait(sqe, 2, NULL, WEFT_NO_DEADLINE);
+      break;
+    case BAD_TOO_FEW: /* two handed out, one passed */
+      sqe[1] = weft_uring_sqe();
+      io_uring_prep_nop(sqe[1]);
+      r = weft_uring_wait(sqe, 1, NULL, WEFT_NO_DEADLINE);
+      break;
+    case BAD_FOREIGN: /* an SQE weft did not hand out */
+      memset(&foreign, 0, sizeof(foreign));
+      io_uring_prep_nop(&foreign);
+      sqe[1] = &foreign;
+      r = weft_uring_wait(&sqe[1], 1, NULL, WEFT_NO_DEADLINE);
+      break;
+    default: /* BAD_MULTISHOT_OUT */
+      r = weft_uring_multishot_begin(NULL, sqe[0]);
+      break;
+    }
+    CO_EQ(r, -EINVAL);
+    CO_CHECK(ms == NULL);
+    /* Submit whatever is queued, then give the read its data. */
+    CO_EQ(weft_nop(), 0);
+    CO_EQ(write(p[1], "data", 4), 4);
+    CO_EQ(weft_nop(), 0);
+    weft_sleep(WEFT_MSEC);
+    CO_CHECK(memcmp(buf, "----", 4) == 0);
+    char got[4];
+    CO_EQ(fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
+    CO_EQ(read(p[0], got, sizeof(got)), 4); /* the data nobody read */
+    io_close_pipe(p);
+  }
+  return NULL;
+}
+
+Test(uring, refused_arguments_leave_no_op_running, .timeout = 30)
+{
+  rt_run(1, stray_main, NULL);
+  rt_assert_clean();
+}
+
 
 Test(uring, plain_thread_gets_no_sqe, .timeout = 30)
 {
