@@ -92,18 +92,23 @@ static void *gai_run(void *arg)
   return NULL;
 }
 
-/* A decimal port 0..65535, or -1. */
+#define PORT_NAME (-1)      /* not a number: a service name for getaddrinfo */
+#define PORT_TOO_LARGE (-2) /* a number above 65535 */
+
+/* A decimal port 0..65535, PORT_NAME or PORT_TOO_LARGE. getaddrinfo would
+ * take "99999" as port 34463 (it keeps the low 16 bits): refused here. */
 static int numeric_port(const char *port)
 {
-  if (!*port || strlen(port) > 5)
-    return -1;
-  int v = 0;
+  if (!*port)
+    return PORT_NAME;
+  long v = 0;
   for (const char *p = port; *p; p++) {
     if (*p < '0' || *p > '9')
-      return -1;
-    v = v * 10 + (*p - '0');
+      return PORT_NAME;
+    if (v <= 65535)
+      v = v * 10 + (*p - '0');
   }
-  return v <= 65535 ? v : -1;
+  return v <= 65535 ? (int)v : PORT_TOO_LARGE;
 }
 
 static void add_num(struct lookup *lk, int i, struct sockaddr *sa, socklen_t len, int socktype)
@@ -176,6 +181,8 @@ static int resolve(struct lookup *lk, const char *host, const char *port, int so
   if (!port)
     port = "0";
   int pnum = numeric_port(port);
+  if (pnum == PORT_TOO_LARGE)
+    return -EINVAL;
   if (pnum >= 0 && resolve_numeric(lk, host, pnum, socktype, passive))
     return 0;
   bool wild = !host || !*host;

@@ -122,7 +122,7 @@ WEFT_API int weft_getsockname(int fd, struct sockaddr *addr, socklen_t *len);
  * failures map to -ENOENT (no such host or address family), -EAGAIN (the
  * name server did not answer: try again later), -ENOMEM, the system
  * error for EAI_SYSTEM, and -EINVAL for the rest (an unknown service name,
- * say). Unknown flags: -EINVAL. */
+ * say). A numeric port above 65535 and unknown flags: -EINVAL. */
 WEFT_API int weft_tcp_listen(const char *host, const char *port, int backlog);
 WEFT_API int weft_tcp_listen_opts(const char *host, const char *port, int backlog, unsigned flags);
 

@@ -424,6 +424,18 @@ static void *resolve_body(void *arg)
   CO_EQ(weft_tcp_connect("no-such-host.invalid", "80"), -ENOENT);
   CO_EQ(weft_tcp_listen("no-such-host.invalid", "0", 1), -ENOENT);
   CO_EQ(weft_tcp_connect("127.0.0.1", "no-such-service"), -EINVAL);
+  /* Ports past 65535 are refused, not wrapped to their low 16 bits
+   * (getaddrinfo makes "99999" port 34463), numeric host or not. */
+  CO_EQ(weft_tcp_listen("127.0.0.1", "99999", 1), -EINVAL);
+  CO_EQ(weft_tcp_listen("localhost", "65536", 1), -EINVAL);
+  CO_EQ(weft_tcp_connect("127.0.0.1", "000000000000080000"), -EINVAL);
+  CO_EQ(weft_udp_bind(NULL, "4294967297"), -EINVAL);
+  int top = weft_tcp_listen("127.0.0.1", "65535", 1); /* the last port is one */
+  CO_CHECK(top >= 0 || top == -EADDRINUSE);
+  if (top >= 0) {
+    CO_EQ(port_of(top), 65535);
+    close(top);
+  }
   CO_EQ(weft_tcp_listen_opts(NULL, "0", 1, 0x100), -EINVAL);
   CO_EQ(weft_tcp_listen("192.0.2.1", "0", 1), -EADDRNOTAVAIL); /* not ours */
   CO_EQ(weft_udp_bind("no-such-host.invalid", "0"), -ENOENT);
