@@ -192,6 +192,9 @@ int weft_blocking_dl(void *(*fn)(void *), void *arg, void **ret, int64_t deadlin
   weft__shard *sh = weft__shard_self();
   weft_task *t = weft__task_self();
   if (!sh || !t) {
+    /* As in a coroutine: a deadline already passed starts nothing. */
+    if (deadline >= 0 && deadline <= weft__now())
+      return -ETIMEDOUT;
     void *v = fn(arg);
     if (ret)
       *ret = v;

@@ -22,8 +22,10 @@ extern "C" {
 
 /* Runs fn(arg) on a pool thread and stores its result in *ret (if ret is not
  * NULL). Returns 0, or -ENOMEM / -EAGAIN when no thread can be started and
- * none is free (the job did not run).
- * On a plain thread fn runs right there, on the caller's thread.
+ * none is free (the job did not run), or -ETIMEDOUT at once for a deadline
+ * already passed (nor did it).
+ * On a plain thread fn runs right there, on the caller's thread, and a
+ * deadline only decides whether it starts.
  *
  * A job cannot be interrupted: if the deadline passes or the task is
  * cancelled while fn runs, the call still waits for fn to return (fn may use

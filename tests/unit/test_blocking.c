@@ -317,8 +317,14 @@ Test(blocking, plain_thread_runs_fn_inline, .timeout = 30)
   cr_assert_eq(weft_blocking(same_thread, &ran_on, &ret), 0);
   cr_assert(pthread_equal(ran_on, pthread_self()));
   cr_assert_eq((intptr_t)ret, 9);
-  /* A deadline does not interrupt an inline call. */
-  cr_assert_eq(weft_blocking_dl(same_thread, &ran_on, &ret, weft_now() - 1), 0);
+  /* A deadline does not interrupt an inline call; one already passed does
+   * not start it, as in a coroutine. */
+  ret = NULL;
+  cr_assert_eq(weft_blocking_dl(same_thread, &ran_on, &ret, weft_now() + WEFT_SEC), 0);
+  cr_assert_eq((intptr_t)ret, 9);
+  ret = NULL;
+  cr_assert_eq(weft_blocking_dl(same_thread, &ran_on, &ret, weft_now() - 1), -ETIMEDOUT);
+  cr_assert_null(ret);
 }
 
 static void *null_fn(void *arg)
