@@ -12,7 +12,10 @@
  * never returned for a blocking descriptor. _dl variants take an absolute
  * deadline (-ETIMEDOUT when it passes; the operation is then cancelled and
  * nothing was transferred, unless it completed first, in which case its
- * result is returned). A cancelled task gets -ECANCELED, with the same rule.
+ * result is returned). A deadline that has already passed fails the call at
+ * once, before the kernel is asked, even if data is waiting: to try without
+ * waiting, use a non-blocking descriptor. A cancelled task gets -ECANCELED,
+ * with the same rule.
  *
  * On a plain thread these calls run the ordinary blocking system call. With
  * a deadline they wait in poll(2) and transfer with RWF_NOWAIT, so the

@@ -19,7 +19,9 @@
  * _dl variants take an absolute deadline: once it passes the operation is
  * cancelled and -ETIMEDOUT returned - unless it completed first, in which case
  * its result is returned, so no accepted connection or received byte is lost.
- * A cancelled task gets -ECANCELED by the same rule.
+ * A deadline that has already passed fails the call at once, before the
+ * kernel is asked (to try without waiting, use MSG_DONTWAIT or a
+ * non-blocking socket). A cancelled task gets -ECANCELED by the same rule.
  *
  * Sending never raises SIGPIPE: weft_send, weft_sendto, weft_sendmsg and
  * weft_send_all add MSG_NOSIGNAL, and a peer that went away gives -EPIPE or
