@@ -128,11 +128,12 @@ WEFT_API int weft_getsockname(int fd, struct sockaddr *addr, socklen_t *len);
 WEFT_API int weft_tcp_listen(const char *host, const char *port, int backlog);
 WEFT_API int weft_tcp_listen_opts(const char *host, const char *port, int backlog, unsigned flags);
 
-/* A connected TCP socket: resolves host (on the blocking pool) and tries
- * every address in turn until one connects, within the deadline (which
- * covers the resolution and every attempt). Returns the descriptor or the
- * last address's error (-ECONNREFUSED, -ETIMEDOUT, ...). No socket options
- * are set (TCP_NODELAY is the caller's choice). */
+/* A connected TCP socket: resolves host (on the blocking pool; NULL or ""
+ * is the loopback address, getaddrinfo's rule) and tries every address in
+ * turn until one connects, within the deadline (which covers the
+ * resolution and every attempt). Port NULL is "0". Returns the descriptor
+ * or the last address's error (-ECONNREFUSED, -ETIMEDOUT, ...). No socket
+ * options are set (TCP_NODELAY is the caller's choice). */
 WEFT_API int weft_tcp_connect(const char *host, const char *port);
 WEFT_API int weft_tcp_connect_dl(const char *host, const char *port, int64_t deadline);
 
