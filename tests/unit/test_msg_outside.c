@@ -119,12 +119,18 @@ Test(msg, plain_thread_senders_use_the_external_id, .timeout = 60)
 
 /* Kernels before 6.13 have no ring-less msg_ring: each plain thread posts
  * through a small ring of its own, made on its first post and freed when
- * the thread exits (the leak check after the senders were joined). */
-Test(msg, plain_thread_senders_through_rings_of_their_own, .timeout = 60)
+ * the thread exits (the leak check after the senders were joined). Runs a
+ * scenario that way. */
+static void with_rings_of_their_own(void (*scenario)(void))
 {
   atomic_store(&weft__ring_ringless, -1);
-  ext_senders_run();
+  scenario();
   cr_assert_eq(atomic_load(&weft__ring_ringless), -1);
+}
+
+Test(msg, plain_thread_senders_through_rings_of_their_own, .timeout = 60)
+{
+  with_rings_of_their_own(ext_senders_run);
 }
 
 /* ---- flush from a plain thread ---------------------------------------------------------- */
@@ -468,7 +474,5 @@ Test(msg, parked_target_wakes, .timeout = 60)
 
 Test(msg, parked_target_wakes_from_threads_with_rings_of_their_own, .timeout = 60)
 {
-  atomic_store(&weft__ring_ringless, -1);
-  parked_target_run();
-  cr_assert_eq(atomic_load(&weft__ring_ringless), -1);
+  with_rings_of_their_own(parked_target_run);
 }
