@@ -408,11 +408,15 @@ void weft__msg_cqe(weft__shard *sh, uint64_t ud, int res);
 extern atomic_bool weft__msg_refused;
 
 /* ---- tasks (lib/task.c) ------------------------------------------------------- */
-/* Creates a task object bound to `target`; refs = 2 if want_handle else 1. */
-int weft__task_create(weft_runtime *rt, const weft_spawn_opts *o, void *(*fn)(void *),
-                      void *arg, weft__shard **target, weft_task **out, bool want_handle);
-/* Makes a new task runnable on its target shard from the calling thread. */
-void weft__task_start(weft__shard *target, weft_task *t);
+/* Creates a task object bound to `target`; refs = 2 if want_handle else 1.
+ * cur is the calling thread's shard (weft__shard_self(), read once by the
+ * caller: spawning never suspends), NULL on a plain thread. */
+int weft__task_create(weft_runtime *rt, weft__shard *cur, const weft_spawn_opts *o,
+                      void *(*fn)(void *), void *arg, weft__shard **target, weft_task **out,
+                      bool want_handle);
+/* Makes a new task runnable on its target shard from the calling thread,
+ * whose shard is cur (as above). */
+void weft__task_start(weft__shard *cur, weft__shard *target, weft_task *t);
 /* A group member returned (lib/group.c). */
 void weft__group_member_done(weft_task *t);
 /* Called by a shard after t's body returned on it. */

@@ -43,7 +43,7 @@ int weft_group_spawn(weft_group *g, const weft_spawn_opts *o, void *(*fn)(void *
   weft__shard *target;
   weft_task *t;
   /* With a handle: the group holds it until the member returns. */
-  int r = weft__task_create(cur->rt, o, fn, arg, &target, &t, true);
+  int r = weft__task_create(cur->rt, cur, o, fn, arg, &target, &t, true);
   if (r < 0)
     return r;
   weft__spin_lock(&g->lock);
@@ -54,7 +54,7 @@ int weft_group_spawn(weft_group *g, const weft_spawn_opts *o, void *(*fn)(void *
   weft__spin_unlock(&g->lock);
   if (cancel)
     weft__task_cancel(t);
-  weft__task_start(target, t);
+  weft__task_start(cur, target, t);
   return 0;
 }
 

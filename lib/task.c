@@ -29,9 +29,8 @@ static uint64_t mix64(uint64_t x)
   return x;
 }
 
-static int pick_shard(weft_runtime *rt, const weft_spawn_opts *o)
+static int pick_shard(weft_runtime *rt, weft__shard *cur, const weft_spawn_opts *o)
 {
-  weft__shard *cur = weft__shard_self();
   int here = (cur && cur->rt == rt) ? cur->id : -1;
   int n = rt->nshards, s;
   if (o->shard < -1 || o->shard >= n)
@@ -93,8 +92,9 @@ static void list_remove(weft_task *t)
   weft__spin_unlock(&sh->list_lock);
 }
 
-int weft__task_create(weft_runtime *rt, const weft_spawn_opts *o, void *(*fn)(void *),
-                      void *arg, weft__shard **target, weft_task **out, bool want_handle)
+int weft__task_create(weft_runtime *rt, weft__shard *cur, const weft_spawn_opts *o,
+                      void *(*fn)(void *), void *arg, weft__shard **target, weft_task **out,
+                      bool want_handle)
 {
   weft_spawn_opts defaults;
   if (!o) {
@@ -105,7 +105,7 @@ int weft__task_create(weft_runtime *rt, const weft_spawn_opts *o, void *(*fn)(vo
     return -EINVAL;
   if (atomic_load_explicit(&rt->stopping, memory_order_acquire))
     return -ECANCELED;
-  int s = pick_shard(rt, o);
+  int s = pick_shard(rt, cur, o);
   if (s < 0)
     return s;
 
@@ -149,7 +149,6 @@ int weft__task_create(weft_runtime *rt, const weft_spawn_opts *o, void *(*fn)(vo
 
   /* Counted before anyone can see the task, so that a count of finished
    * tasks never runs ahead of the count of created ones. */
-  weft__shard *cur = weft__shard_self();
   if (cur && cur->rt == rt)
     weft__count_release(&cur->stats.spawned, 1);
   else
@@ -167,9 +166,8 @@ int weft__task_create(weft_runtime *rt, const weft_spawn_opts *o, void *(*fn)(vo
   return 0;
 }
 
-void weft__task_start(weft__shard *target, weft_task *t)
+void weft__task_start(weft__shard *cur, weft__shard *target, weft_task *t)
 {
-  weft__shard *cur = weft__shard_self();
   if (cur == target)
     weft__shard_ready(target, t);
   else
@@ -183,12 +181,12 @@ int weft_spawn(weft_task **out, const weft_spawn_opts *o, void *(*fn)(void *), v
     return -EPERM;
   weft__shard *target;
   weft_task *t;
-  int r = weft__task_create(cur->rt, o, fn, arg, &target, &t, out != NULL);
+  int r = weft__task_create(cur->rt, cur, o, fn, arg, &target, &t, out != NULL);
   if (r < 0)
     return r;
   if (out)
     *out = t;
-  weft__task_start(target, t);
+  weft__task_start(cur, target, t);
   return 0;
 }
 
@@ -199,12 +197,13 @@ int weft_runtime_submit(weft_runtime *rt, const weft_spawn_opts *o, void *(*fn)(
     return -EINVAL;
   weft__shard *target;
   weft_task *t;
-  int r = weft__task_create(rt, o, fn, arg, &target, &t, out != NULL);
+  weft__shard *cur = weft__shard_self();
+  int r = weft__task_create(rt, cur, o, fn, arg, &target, &t, out != NULL);
   if (r < 0)
     return r;
   if (out)
     *out = t;
-  weft__task_start(target, t);
+  weft__task_start(cur, target, t);
   return 0;
 }
 
