@@ -67,6 +67,11 @@ static bool handed_out(weft__shard *sh, struct io_uring_sqe **sqes, unsigned n)
     unsigned from_tail = (sq->sqe_tail - 1 - (unsigned)(sqes[i] - sq->sqes)) & sq->ring_mask;
     if (from_tail >= n)
       return false;
+    /* Twice the same one would leave another untaken, and the op waiting
+     * for a CQE that never comes to it. Chains are short: quadratic is fine. */
+    for (unsigned k = 0; k < i; k++)
+      if (sqes[k] == sqes[i])
+        return false;
   }
   return true;
 }

@@ -52,8 +52,8 @@ WEFT_API struct io_uring_sqe *weft_uring_sqe(void);
  * for all their CQEs. Returns the result (see above) and stores the flags of
  * the CQE that gave it in *cqe_flags (if not NULL). -EINVAL unless sqes
  * holds exactly the SQEs weft_uring_sqe handed out since the last call that
- * took some (n == 0, a NULL array or element, one missing, one from
- * elsewhere). If the call fails before submitting (-EINVAL, -ECANCELED,
+ * took some (n == 0, a NULL array or element, one missing or twice, one
+ * from elsewhere). If the call fails before submitting (-EINVAL, -ECANCELED,
  * -ETIMEDOUT for a deadline already passed) every SQE handed out is turned
  * into a NOP: nothing prepared for a call that failed ever runs. */
 WEFT_API int weft_uring_wait(struct io_uring_sqe **sqes, unsigned n, unsigned *cqe_flags,

@@ -68,8 +68,8 @@ Test(uring, nop_through_the_extension_api, .timeout = 30)
  * prepared to run later: here a read into a buffer of this frame, which
  * the kernel would fill after the call returned -EINVAL - for every way of
  * getting the arguments wrong. */
-enum bad_call { BAD_COUNT_0, BAD_NULL_ARRAY, BAD_NULL_ELEMENT, BAD_TOO_FEW, BAD_FOREIGN,
-                BAD_MULTISHOT_OUT, BAD_COUNT };
+enum bad_call { BAD_COUNT_0, BAD_NULL_ARRAY, BAD_NULL_ELEMENT, BAD_TOO_FEW, BAD_TWICE,
+                BAD_FOREIGN, BAD_MULTISHOT_OUT, BAD_COUNT };
 
 static void *stray_main(void *arg)
 {
@@ -100,6 +100,12 @@ static void *stray_main(void *arg)
       sqe[1] = weft_uring_sqe();
       io_uring_prep_nop(sqe[1]);
       r = weft_uring_wait(sqe, 1, NULL, WEFT_NO_DEADLINE);
+      break;
+    case BAD_TWICE: /* two handed out, the first passed twice */
+      sqe[1] = weft_uring_sqe();
+      io_uring_prep_nop(sqe[1]);
+      sqe[1] = sqe[0];
+      r = weft_uring_wait(sqe, 2, NULL, WEFT_NO_DEADLINE);
       break;
     case BAD_FOREIGN: /* an SQE weft did not hand out */
       memset(&foreign, 0, sizeof(foreign));
