@@ -256,6 +256,13 @@ long weft__fs_run(weft__fs_call *c, int64_t deadline)
   weft_task *t = weft__task_self();
   if (!t) {
     c->via_pool = true;
+    /* As in a coroutine (and weft_blocking_dl): a deadline already passed
+     * starts nothing - an open with O_TRUNC would already have emptied the
+     * file that weft_write_file_dl then fails to write. */
+    if (deadline >= 0 && deadline <= weft__now()) {
+      c->ran = false;
+      return -ETIMEDOUT;
+    }
     return is_data(c->op) ? plain_data(c, deadline) : weft__fs_pool(sys_job, c, deadline, NULL);
   }
   if (uring_has(t->shard, c->op)) {

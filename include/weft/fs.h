@@ -36,7 +36,8 @@
  * on the calling thread, which blocks. A deadline then bounds reads and
  * writes on pipes and sockets as in weft/io.h (poll(2), then a transfer
  * that does not block), but not the system call itself on a regular file
- * or in the other calls. errno is never changed, on any thread.
+ * or in the other calls; a deadline that has already passed fails every
+ * call at once, as in a coroutine. errno is never changed, on any thread.
  *
  * Differences from the system calls, inherited from io_uring:
  *   - weft_open of a FIFO for reading returns without waiting for a writer
@@ -72,8 +73,8 @@ struct statx;
 /* ---- descriptors --------------------------------------------------------- */
 
 /* openat(2): a new descriptor (>= 0). flags and mode as for open(2); add
- * O_CLOEXEC yourself if you want it. The deadline ends a wait for a FIFO's
- * peer (see above). */
+ * O_CLOEXEC yourself if you want it. In a coroutine the deadline ends a wait
+ * for a FIFO's peer (see above); on a plain thread open(2) waits for it. */
 WEFT_API int weft_open(const char *path, int flags, mode_t mode);
 WEFT_API int weft_open_dl(const char *path, int flags, mode_t mode, int64_t deadline);
 WEFT_API int weft_openat(int dirfd, const char *path, int flags, mode_t mode);

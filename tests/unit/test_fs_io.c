@@ -452,6 +452,46 @@ Test(fs, read_file_and_write_file, .timeout = 30)
   rt_assert_no_leaks();
 }
 
+/* A deadline already passed starts nothing, on a plain thread as in a
+ * coroutine: write_file_dl leaves the file as it was (its open would have
+ * truncated it), and open, fsync and a read fail at once. */
+static void past_deadline_calls(void)
+{
+  char path[PATH_MAX];
+  snprintf(path, sizeof(path), "%s/keep", root);
+  CO_EQ(weft_write_file(path, "precious", 8, 0), 0);
+  int64_t past = weft_now() - 1;
+  CO_EQ(weft_write_file_dl(path, "x", 1, 0, past), -ETIMEDOUT);
+  CO_EQ(weft_open_dl(path, O_RDONLY | O_CLOEXEC, 0, past), -ETIMEDOUT);
+  char *data = NULL;
+  size_t len = 0;
+  CO_EQ(weft_read_file_dl(path, &data, &len, past), -ETIMEDOUT);
+  CO_EQ(weft_read_file(path, &data, &len), 0);
+  CO_EQ(len, 8);
+  CO_CHECK(data && memcmp(data, "precious", 8) == 0);
+  free(data);
+  int fd = weft_open(path, O_RDWR | O_CLOEXEC, 0);
+  CO_CHECK(fd >= 0);
+  CO_EQ(weft_fsync_dl(fd, 0, past), -ETIMEDOUT);
+  char b[8];
+  CO_EQ(weft_pread_dl(fd, b, sizeof(b), 0, past), -ETIMEDOUT);
+  CO_EQ(weft_close(fd), 0);
+}
+
+static void *past_deadline_body(void *arg)
+{
+  (void)arg;
+  past_deadline_calls();
+  return NULL;
+}
+
+Test(fs, past_deadline_starts_nothing, .timeout = 30)
+{
+  rt_run(1, past_deadline_body, NULL);
+  past_deadline_calls(); /* and on this plain thread */
+  rt_assert_clean();
+}
+
 static void check_pattern(const char *data, size_t len, size_t want)
 {
   CO_EQ(len, want);
