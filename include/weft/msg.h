@@ -167,7 +167,11 @@ WEFT_API int weft_msg_flush_rt(weft_runtime *rt, int64_t deadline);
  * shard, waiting until one arrives or the absolute `deadline`
  * (WEFT_NO_DEADLINE: none). Returns 0 with *m filled, -ETIMEDOUT,
  * -ECANCELED, -EPERM (plain thread), -EINVAL (m NULL). A message is never
- * lost on a timeout or cancel: it stays queued for the next receive. */
+ * lost on a timeout or cancel: it stays queued for the next receive. A
+ * message already queued is returned even when the deadline has passed or
+ * the task is cancelled (so a cancelled task can drain its queue): the
+ * deadline and the cancel end only a wait. The same holds for the other
+ * receives and for weft_counter_take. */
 WEFT_API int weft_msg_recv(weft_msg *m, int64_t deadline);
 
 /* The same on the hot queue (tags marked with weft_msg_hot_tag). */

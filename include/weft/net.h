@@ -60,7 +60,10 @@ WEFT_API int weft_accept_dl(int fd, struct sockaddr *addr, socklen_t *len, int f
                             int64_t deadline);
 
 /* connect(2): 0 once connected (-ECONNREFUSED, -ETIMEDOUT, ...). After a
- * failure (deadline included) the socket must be closed, as with connect(2). */
+ * failure (deadline included) the socket must be closed, as with connect(2).
+ * One exception to "never -EAGAIN": a Unix-domain connect whose listener's
+ * backlog is full returns -EAGAIN on a plain thread and for an O_NONBLOCK
+ * socket - the kernel offers nothing to wait on for room in a backlog. */
 WEFT_API int weft_connect(int fd, const struct sockaddr *addr, socklen_t len);
 WEFT_API int weft_connect_dl(int fd, const struct sockaddr *addr, socklen_t len, int64_t deadline);
 
@@ -175,7 +178,10 @@ WEFT_API int weft_listener_open(weft_listener **l, int fd, int flags);
 
 /* The next connection: its descriptor, or -errno (an accept error such as
  * -EMFILE is returned once, and the listener keeps going: the next call
- * accepts again). -ETIMEDOUT / -ECANCELED end the wait, not the listener.
+ * accepts again). -ETIMEDOUT / -ECANCELED end the wait, not the listener;
+ * a connection already queued is handed out even when the deadline has
+ * passed or the task is cancelled (unlike weft_accept_dl, whose connection
+ * would still be in the kernel's backlog), so that it is not left behind.
  * -EINVAL for NULL or when called on another shard, -EPERM on a plain
  * thread, -ENOMEM if a connection had to be dropped for want of memory.
  * (The kernel reads RLIMIT_NOFILE when the accept is armed; a raised limit

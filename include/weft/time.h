@@ -18,14 +18,18 @@ extern "C" {
 /* CLOCK_MONOTONIC in nanoseconds: the clock of every weft deadline. */
 WEFT_API int64_t weft_now(void);
 
-/* Suspends the calling coroutine for `ns` nanoseconds (returns 0 at once for
- * ns <= 0). Returns 0, or -ECANCELED if the task is cancelled meanwhile,
- * -ETIMEDOUT if a deadline scope (below) ends first, -ENOMEM if the shard's
- * timer heap cannot grow. On a plain thread the thread sleeps. */
+/* Suspends the calling coroutine for `ns` nanoseconds (returns at once for
+ * ns <= 0). Returns 0, or -ECANCELED if the task is cancelled (already, or
+ * meanwhile: also for ns <= 0, so that a loop of sleeps in a cancelled task
+ * ends), -ETIMEDOUT if a deadline scope (below) ends first, -ENOMEM if the
+ * shard's timer heap cannot grow. On a plain thread the thread sleeps. */
 WEFT_API int weft_sleep(int64_t ns);
 
 /* Suspends until weft_now() >= deadline; as weft_sleep(). A deadline that
- * has already passed returns 0 at once, without suspending: such a call
+ * has already passed returns at once (0, or -ECANCELED in a cancelled
+ * task), without suspending; so does any negative deadline, WEFT_NO_DEADLINE
+ * included (to wait until cancelled, wait on something that never comes,
+ * such as a weft_cancel_token nobody cancels). Such a call
  * does not wait behind timers of its shard that expired but have not fired
  * yet (timers fire in deadline order; a sleep that armed none is not one). */
 WEFT_API int weft_sleep_until(int64_t deadline);

@@ -94,7 +94,8 @@ WEFT_API int weft_uring_multishot_begin(weft_uring_multishot **ms, struct io_uri
 
 /* Waits for the next CQE: returns 1 and its res/flags, 0 once the op has
  * ended (its last CQE, without IORING_CQE_F_MORE, was returned before),
- * -ETIMEDOUT when the deadline passes first (the op stays active), -ENOMEM
+ * -ETIMEDOUT when the deadline passes first (the op stays active; a CQE
+ * already queued is returned even when the deadline has passed), -ENOMEM
  * when a CQE could not be queued for lack of memory,
  * -ECANCELED when the task is cancelled (the op is cancelled too; keep
  * calling to drain it, or call end). */
