@@ -220,18 +220,14 @@ static void *pool_tramp(void *arg)
 
 long weft__fs_pool(long (*fn)(void *), void *arg, int64_t deadline, bool *ran)
 {
-  if (ran)
-    *ran = true;
-  if (!weft__task_self()) {
-    int saved = errno;
-    long r = fn(arg);
-    errno = saved;
-    return r;
-  }
   /* The job lives here: weft_blocking_dl returns only once the pool is done
-   * with it (it waits out a running job and drops a queued one). */
+   * with it (it waits out a running job and drops a queued one). On a plain
+   * thread it runs fn right here - or not at all, for a deadline already
+   * passed - and the system call's errno must not reach the caller. */
   pool_job j = {.fn = fn, .arg = arg};
+  int saved = errno;
   int r = weft_blocking_dl(pool_tramp, &j, NULL, deadline);
+  errno = saved;
   if (ran)
     *ran = j.ran;
   return j.ran ? j.res : r;
@@ -256,14 +252,10 @@ long weft__fs_run(weft__fs_call *c, int64_t deadline)
   weft_task *t = weft__task_self();
   if (!t) {
     c->via_pool = true;
-    /* As in a coroutine (and weft_blocking_dl): a deadline already passed
-     * starts nothing - an open with O_TRUNC would already have emptied the
-     * file that weft_write_file_dl then fails to write. */
-    if (deadline >= 0 && deadline <= weft__now()) {
-      c->ran = false;
-      return -ETIMEDOUT;
-    }
-    return is_data(c->op) ? plain_data(c, deadline) : weft__fs_pool(sys_job, c, deadline, NULL);
+    /* Either way a deadline already passed starts nothing, as in a
+     * coroutine (an open with O_TRUNC would empty the file that
+     * weft_write_file_dl then fails to write). */
+    return is_data(c->op) ? plain_data(c, deadline) : weft__fs_pool(sys_job, c, deadline, &c->ran);
   }
   if (uring_has(t->shard, c->op)) {
     weft__op op;
