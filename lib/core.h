@@ -363,9 +363,11 @@ void weft__ring_wake_fd_cqe(weft__shard *sh, unsigned flags);
  * errno as it was. */
 int weft__ring_post_msg(int target_fd, uint64_t data, uint32_t len);
 /* Prepares sqe (of a shard's ring) as a msg_ring to the ring `target_fd`
- * (target CQE: user_data `data`, res `len`). The sender's own CQE, if any,
- * carries what the SQE's user_data is then set to. */
-void weft__ring_prep_msg(struct io_uring_sqe *sqe, int target_fd, uint32_t len, uint64_t data);
+ * (target CQE: user_data `data`, res `len`). With `if_refused` non-zero the
+ * sender gets a CQE only if the kernel refuses it, under that user_data;
+ * with 0 the caller makes the SQE an op's (which wants every CQE). */
+void weft__ring_prep_msg(struct io_uring_sqe *sqe, int target_fd, uint32_t len, uint64_t data,
+                         uint64_t if_refused);
 /* Test hook: ring flags (WEFT_RING_*) setup pretends the kernel refused. */
 extern atomic_uint weft__ring_refused;
 /* How weft__ring_post_msg sends: 0 not known yet, 1 ring-less, -1 through

@@ -91,7 +91,7 @@ int weft_msg_send_wait_rt(weft_runtime *rt, int shard, uint16_t tag, uint32_t va
   struct io_uring_sqe *sqe = weft__op_begin(&op, WEFT_NO_DEADLINE);
   if (!sqe)
     return op.res;
-  weft__ring_prep_msg(sqe, to->ring_fd, val, ud_msg((unsigned)me->id, tag));
+  weft__ring_prep_msg(sqe, to->ring_fd, val, ud_msg((unsigned)me->id, tag), 0);
   weft__count(&me->stats.msgs_sent, 1);
   r = weft__op_wait(&op);
   return r > 0 ? 0 : r;
@@ -188,7 +188,7 @@ static int flush_marker(weft__shard *me, weft__shard *to, int64_t deadline)
   struct io_uring_sqe *sqe = weft__op_begin(&op, deadline);
   if (!sqe)
     return op.res;
-  weft__ring_prep_msg(sqe, to->ring_fd, 0, ud_bell(WEFT__BELL_MARK, 0));
+  weft__ring_prep_msg(sqe, to->ring_fd, 0, ud_bell(WEFT__BELL_MARK, 0), 0);
   int r = weft__op_wait(&op);
   return r > 0 ? 0 : r;
 }

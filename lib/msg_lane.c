@@ -294,9 +294,8 @@ int weft__msg_direct(weft__shard *me, weft__shard *to, uint16_t tag, uint32_t va
     if (r < 0)
       return r;
   } else {
-    weft__ring_prep_msg(sqe, to->ring_fd, val, ud_msg((unsigned)me->id, tag));
-    sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
-    io_uring_sqe_set_data64(sqe, ud_msg_failed(to->id, tag, val));
+    weft__ring_prep_msg(sqe, to->ring_fd, val, ud_msg((unsigned)me->id, tag),
+                        ud_msg_failed(to->id, tag, val));
   }
   me->msg->direct_seq[to->id]++;
   return 0;
@@ -311,9 +310,8 @@ void weft__msg_bell(weft__shard *me, weft__shard *to, unsigned kind, unsigned pa
   weft__count(&me->stats.msg_doorbells, 1);
   struct io_uring_sqe *sqe = weft__ring_sqe(me);
   if (sqe) {
-    weft__ring_prep_msg(sqe, to->ring_fd, 0, ud_bell(kind, payload));
-    sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
-    io_uring_sqe_set_data64(sqe, ud_bell_failed(to->id, kind, payload));
+    weft__ring_prep_msg(sqe, to->ring_fd, 0, ud_bell(kind, payload),
+                        ud_bell_failed(to->id, kind, payload));
     me->sq_pending = 0;
     io_uring_submit(&me->ring);
     weft__count(&me->stats.enters, 1);

@@ -176,7 +176,7 @@ struct io_uring_sqe *weft__ring_sqe(weft__shard *sh)
 
 /* ---- sending wake-ups from threads without a ring --------------------------- */
 
-/* 1: ring-less send works, 0: not probed yet, -1: fall back to a ring. */
+/* How threads without a ring send (see core.h). */
 atomic_int weft__ring_ringless;
 static pthread_key_t sender_key;
 static pthread_once_t sender_once = PTHREAD_ONCE_INIT;
@@ -200,9 +200,14 @@ static void sender_key_init(void)
  * it with success instead). */
 #define OPCODE_NO_KERNEL_HAS 0xff
 
-void weft__ring_prep_msg(struct io_uring_sqe *sqe, int target_fd, uint32_t len, uint64_t data)
+void weft__ring_prep_msg(struct io_uring_sqe *sqe, int target_fd, uint32_t len, uint64_t data,
+                         uint64_t if_refused)
 {
   io_uring_prep_msg_ring(sqe, target_fd, len, data, 0);
+  if (if_refused) {
+    sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+    io_uring_sqe_set_data64(sqe, if_refused);
+  }
   if (weft__fault_hit(WEFT__FAULT_SEND))
     sqe->opcode = OPCODE_NO_KERNEL_HAS;
 }
@@ -253,9 +258,8 @@ void weft__ring_send_wake(weft__shard *to)
   if (me && to->rt == me->rt) {
     struct io_uring_sqe *sqe = weft__ring_sqe(me);
     if (sqe) {
-      weft__ring_prep_msg(sqe, to->ring_fd, 0, WEFT__UD_WAKE);
-      sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
-      io_uring_sqe_set_data64(sqe, WEFT__UD_WAKE_SENT | ((uint64_t)to->id << 3));
+      weft__ring_prep_msg(sqe, to->ring_fd, 0, WEFT__UD_WAKE,
+                          WEFT__UD_WAKE_SENT | ((uint64_t)to->id << 3));
       /* Sent now, not at the next flush: the running task may compute (or
        * block in weft_runtime_stop) for long, and `wake_pending` already
        * tells other wakers that this message is on its way. */
