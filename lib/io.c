@@ -12,6 +12,8 @@
 
 #define MAX_IO ((size_t)INT_MAX & ~(size_t)4095)
 
+/* poll(2) for one descriptor until it is ready or the deadline passes: the
+ * ready events (> 0), or -ETIMEDOUT, -EBADF, another -errno. */
 static int poll_errno(int fd, short events, int64_t deadline)
 {
   if (fd < 0)
@@ -28,18 +30,24 @@ static int poll_errno(int fd, short events, int64_t deadline)
     struct pollfd p = {.fd = fd, .events = events};
     int r = poll(&p, 1, ms);
     if (r > 0)
-      return (p.revents & POLLNVAL) ? -EBADF : 0; /* POLLERR/HUP: the call says why */
+      return (p.revents & POLLNVAL) ? -EBADF : (unsigned short)p.revents;
     if (r < 0 && errno != EINTR)
       return -errno;
   }
 }
 
-int weft__poll_ready(int fd, short events, int64_t deadline)
+static int plain_poll(int fd, short events, int64_t deadline)
 {
   int saved = errno;
   int r = poll_errno(fd, events, deadline);
   errno = saved;
   return r;
+}
+
+int weft__poll_ready(int fd, short events, int64_t deadline)
+{
+  int r = plain_poll(fd, events, deadline);
+  return r < 0 ? r : 0; /* POLLERR/HUP: the call that follows says why */
 }
 
 static bool is_regular_file(int fd)
@@ -134,6 +142,23 @@ ssize_t weft_write_dl(int fd, const void *buf, size_t n, int64_t deadline)
 ssize_t weft_write(int fd, const void *buf, size_t n)
 {
   return weft_write_dl(fd, buf, n, WEFT_NO_DEADLINE);
+}
+
+int weft_poll_dl(int fd, unsigned events, int64_t deadline)
+{
+  if (events > 0xffff)
+    return -EINVAL;
+  weft__op op;
+  struct io_uring_sqe *sqe = weft__op_begin(&op, deadline);
+  if (!sqe)
+    return op.res == -EPERM ? plain_poll(fd, (short)events, deadline) : op.res;
+  io_uring_prep_poll_add(sqe, fd, events);
+  return weft__op_wait(&op);
+}
+
+int weft_poll(int fd, unsigned events)
+{
+  return weft_poll_dl(fd, events, WEFT_NO_DEADLINE);
 }
 
 int weft_nop(void)

@@ -44,6 +44,19 @@ WEFT_API ssize_t weft_read_dl(int fd, void *buf, size_t n, int64_t deadline);
 WEFT_API ssize_t weft_write(int fd, const void *buf, size_t n);
 WEFT_API ssize_t weft_write_dl(int fd, const void *buf, size_t n, int64_t deadline);
 
+/* Waits until fd is ready for `events` (POLLIN, POLLOUT, ... from <poll.h>;
+ * 0 waits for an error or hang-up only). Returns the ready events (> 0; as
+ * poll(2), POLLERR and POLLHUP are reported whether asked for or not), or
+ * -EBADF (not an open descriptor), -ETIMEDOUT, -ECANCELED, -EINVAL (events
+ * outside 16 bits are refused rather than cut). Readiness is level: a
+ * descriptor already ready returns at once - but a passed deadline or a
+ * cancel fails the call first, as for every call here. Inside a coroutine it
+ * is one IORING_OP_POLL_ADD; on a plain thread, poll(2). For porting code
+ * that waits for an fd it does not read through weft (a signalfd, a pidfd, a
+ * library's socket). */
+WEFT_API int weft_poll(int fd, unsigned events);
+WEFT_API int weft_poll_dl(int fd, unsigned events, int64_t deadline);
+
 /* An IORING_OP_NOP round trip through the ring (0), for tests and benchmarks. */
 WEFT_API int weft_nop(void);
 
