@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
 struct running {
@@ -28,12 +27,11 @@ struct running {
 static void *signal_watch(void *arg)
 {
   struct running *run = arg;
-  struct signalfd_siginfo si;
-  ssize_t n = weft_read(run->sigfd, &si, sizeof(si));
-  if (n == -ECANCELED)
+  int r = weft_signal_wait(run->sigfd, NULL);
+  if (r == -ECANCELED)
     return NULL;
-  if (n < 0)
-    fprintf(stderr, "%s: reading the signalfd: %s\n", run->s->name, weft_strerror((int)n));
+  if (r < 0)
+    fprintf(stderr, "%s: waiting for a signal: %s\n", run->s->name, weft_strerror(r));
   weft_cancel(run->main_task);
   return NULL;
 }
@@ -161,11 +159,11 @@ int serve_run(struct serve *s)
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
-  sigprocmask(SIG_BLOCK, &set, NULL);
+  weft_signal_block(&set);
   signal(SIGPIPE, SIG_IGN);
-  run.sigfd = signalfd(-1, &set, SFD_CLOEXEC);
+  run.sigfd = weft_signal_open(&set);
   if (run.sigfd < 0) {
-    fprintf(stderr, "%s: signalfd: %s\n", s->name, strerror(errno));
+    fprintf(stderr, "%s: weft_signal_open: %s\n", s->name, weft_strerror(run.sigfd));
     return 1;
   }
 

@@ -18,6 +18,7 @@
 #include "weft/net.h"
 #include "weft/recv_stream.h"
 #include "weft/runtime.h"
+#include "weft/signal.h"
 #include "weft/stats.h"
 #include "weft/sync.h"
 #include "weft/task.h"
