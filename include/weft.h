@@ -16,6 +16,7 @@
 #include "weft/io.h"
 #include "weft/msg.h"
 #include "weft/net.h"
+#include "weft/process.h"
 #include "weft/recv_stream.h"
 #include "weft/runtime.h"
 #include "weft/signal.h"

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Waiting for child processes from coroutines.
+ *
+ * Start a child with posix_spawn(3) (glibc runs it with vfork semantics on a
+ * stack of its own, so the shard pauses only until the child execs), then
+ * wait for it here: the coroutine is suspended, not the shard.
+ *
+ *     pid_t pid;
+ *     char *argv[] = {"gzip", "-9", "big.log", NULL};
+ *     if (posix_spawnp(&pid, "gzip", NULL, NULL, argv, environ) == 0) {
+ *       int status;
+ *       if (weft_process_wait_dl(pid, &status, weft_now() + 60 * WEFT_SEC) == 0 &&
+ *           WIFEXITED(status) && WEXITSTATUS(status) == 0)
+ *         ...
+ *     }
+ *
+ * Do not fork() in a coroutine unless the child calls only async-signal-safe
+ * functions until it execs: the child gets a copy of the runtime but none of
+ * its threads - no shard runs there, and its copies of the rings' memory
+ * belong to the parent's rings. Nothing of weft may be called in such a
+ * child. (fork() before the runtime starts is fine.)
+ *
+ * Reaping: a child must be waited for by exactly one caller - this function,
+ * waitpid(2), or a SIGCHLD handler - and a process that sets SIGCHLD to
+ * SIG_IGN has its children reaped by the kernel: every wait then fails with
+ * -ECHILD.
+ */
+#ifndef WEFT_PROCESS_H
+#define WEFT_PROCESS_H
+
+#include "common.h"
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Waits until child `pid` ends and reaps it: 0, with its status in
+ * waitpid(2)'s form (WIFEXITED/WEXITSTATUS, WIFSIGNALED/WTERMSIG, WCOREDUMP)
+ * in *status if status is not NULL. Stopped and continued children are not
+ * reported: the wait goes on until the child ends.
+ *
+ * Errors: -EINVAL (pid <= 0), -ECHILD (as waitpid(2): no such child - not
+ * a child of this process, already reaped, or no such process at all),
+ * -EMFILE/-ENFILE (no descriptor for the pidfd), -ETIMEDOUT, -ECANCELED.
+ * A passed deadline or a cancel fails the call first, even for a child that
+ * has ended, and reaps nothing: the child is left as it is (still running,
+ * or a zombie for the next wait) - kill it first if it must not outlive the
+ * wait.
+ *
+ * A coroutine waits on a pidfd with weft_poll; a plain thread blocks in
+ * poll(2). */
+WEFT_API int weft_process_wait(pid_t pid, int *status);
+WEFT_API int weft_process_wait_dl(pid_t pid, int *status, int64_t deadline);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

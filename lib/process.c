@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: MIT */
+/* Waiting for a child through a pidfd; see weft/process.h. */
+#include "weft/io.h"
+#include "weft/process.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef P_PIDFD
+#define P_PIDFD 3 /* Linux 5.4; glibc headers may predate it */
+#endif
+
+static int pidfd_open_errno(pid_t pid)
+{
+  long fd = syscall(SYS_pidfd_open, pid, 0);
+  return fd < 0 ? -errno : (int)fd;
+}
+
+/* waitid(2) on the pidfd, never blocking: 1 and the status in waitpid's
+ * form once the child has ended (and is reaped, unless `peek`), 0 while it
+ * runs, or -errno (-ECHILD: not our child, or reaped by someone else). */
+static int try_wait(int pidfd, int *status, bool peek)
+{
+  for (;;) {
+    siginfo_t si;
+    si.si_pid = 0;
+    if (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED | WNOHANG | (peek ? WNOWAIT : 0)) < 0) {
+      if (errno == EINTR)
+        continue;
+      return -errno;
+    }
+    if (si.si_pid == 0)
+      return 0;
+    if (status) {
+      switch (si.si_code) {
+      case CLD_EXITED: *status = (si.si_status & 0xff) << 8; break;
+      case CLD_DUMPED: *status = (si.si_status & 0x7f) | 0x80; break;
+      default: *status = si.si_status & 0x7f; break; /* CLD_KILLED */
+      }
+    }
+    return 1;
+  }
+}
+
+static int wait_errno(pid_t pid, int *status, int64_t deadline)
+{
+  if (pid <= 0)
+    return -EINVAL;
+  int pidfd = pidfd_open_errno(pid);
+  if (pidfd < 0)
+    return pidfd == -ESRCH ? -ECHILD : pidfd; /* as waitpid(2) says it */
+  /* Not our child: say so now rather than after it ends. */
+  int r = try_wait(pidfd, NULL, true);
+  /* Then the deadline and cancel rules, through the poll; a pidfd is
+   * readable once its process has ended. */
+  while (r >= 0) {
+    r = weft_poll_dl(pidfd, POLLIN, deadline);
+    if (r >= 0 && (r = try_wait(pidfd, status, false)) == 1) {
+      r = 0;
+      break;
+    }
+  }
+  close(pidfd);
+  return r;
+}
+
+int weft_process_wait_dl(pid_t pid, int *status, int64_t deadline)
+{
+  int saved = errno;
+  int r = wait_errno(pid, status, deadline);
+  errno = saved;
+  return r;
+}
+
+int weft_process_wait(pid_t pid, int *status)
+{
+  return weft_process_wait_dl(pid, status, WEFT_NO_DEADLINE);
+}

@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * weft_process_wait: children started with posix_spawn and waited for from
+ * coroutines and plain threads - exit codes and deaths by signal in
+ * waitpid's form, the shard running other coroutines meanwhile, deadline
+ * and cancel (the child is left alone and reaped by the next wait), and the
+ * pids that cannot be waited for.
+ */
+#include "io_helpers.h"
+
+#include <spawn.h>
+#include <sys/wait.h>
+
+extern char **environ;
+
+/* /bin/sh -c script, its stdin the read end of `in` if in >= 0. */
+static pid_t spawn_sh(const char *script, int in)
+{
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  if (in >= 0)
+    posix_spawn_file_actions_adddup2(&fa, in, 0);
+  char *argv[] = {"sh", "-c", (char *)script, NULL};
+  pid_t pid = -1;
+  int r = posix_spawn(&pid, "/bin/sh", &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  return r == 0 ? pid : -r;
+}
+
+struct waiter {
+  pid_t pid;
+  int64_t deadline;
+  int status;
+};
+
+static void *waiter(void *arg)
+{
+  struct waiter *w = arg;
+  return (void *)(intptr_t)weft_process_wait_dl(w->pid, &w->status, w->deadline);
+}
+
+static atomic_int ticks;
+
+static void *ticker(void *arg)
+{
+  (void)arg;
+  for (int i = 0; i < 5; i++) {
+    weft_sleep(WEFT_MSEC);
+    atomic_fetch_add(&ticks, 1);
+  }
+  return NULL;
+}
+
+static void *exits_main(void *arg)
+{
+  (void)arg;
+  int status = -1;
+  pid_t pid = spawn_sh("exit 3", -1);
+  CO_CHECK(pid > 0);
+  CO_EQ(weft_process_wait(pid, &status), 0);
+  CO_CHECK(WIFEXITED(status));
+  CO_EQ(WEXITSTATUS(status), 3);
+  CO_EQ(weft_process_wait(pid, &status), -ECHILD); /* reaped: gone */
+
+  pid = spawn_sh("kill -TERM $$", -1);
+  CO_CHECK(pid > 0);
+  CO_EQ(weft_process_wait(pid, &status), 0);
+  CO_CHECK(WIFSIGNALED(status));
+  CO_EQ(WTERMSIG(status), SIGTERM);
+
+  pid = spawn_sh("exit 0", -1);
+  CO_CHECK(pid > 0);
+  CO_EQ(weft_process_wait(pid, NULL), 0); /* status not wanted */
+
+  /* The shard runs other coroutines while one waits: the child (blocked
+   * on its stdin) ends only after a ticker on the same shard has ticked. */
+  int p[2];
+  CO_EQ(io_pipe(p), 0);
+  pid = spawn_sh("read x; exit 7", p[0]);
+  CO_CHECK(pid > 0);
+  struct waiter w = {.pid = pid, .deadline = WEFT_NO_DEADLINE};
+  weft_task *wt, *tt;
+  CO_EQ(io_spawn_on(&wt, 0, waiter, &w), 0);
+  CO_EQ(io_spawn_on(&tt, 0, ticker, NULL), 0);
+  CO_EQ(weft_join(tt, NULL), 0);
+  CO_EQ(atomic_load(&ticks), 5);
+  CO_EQ(write(p[1], "go\n", 3), 3);
+  CO_EQ(rt_join_int(wt), 0);
+  CO_CHECK(WIFEXITED(w.status));
+  CO_EQ(WEXITSTATUS(w.status), 7);
+  io_close_pipe(p);
+  return NULL;
+}
+
+Test(process, exit_codes_and_signals_in_a_coroutine, .timeout = 30)
+{
+  rt_run(1, exits_main, NULL);
+  rt_assert_clean();
+}
+
+static void *gives_up_main(void *arg)
+{
+  (void)arg;
+  int p[2];
+  CO_EQ(io_pipe(p), 0);
+  pid_t pid = spawn_sh("read x; exit 5", p[0]);
+  CO_CHECK(pid > 0);
+
+  /* The deadline passes: the child runs on, not reaped. */
+  int status = -1;
+  int64_t t0 = weft_now();
+  CO_EQ(weft_process_wait_dl(pid, &status, t0 + 20 * WEFT_MSEC), -ETIMEDOUT);
+  CO_CHECK(weft_now() >= t0 + 20 * WEFT_MSEC);
+  CO_EQ(status, -1);
+  CO_EQ(kill(pid, 0), 0);
+
+  /* Cancelled while it waits (on the other shard): the same. */
+  struct waiter w = {.pid = pid, .deadline = WEFT_NO_DEADLINE};
+  weft_task *t;
+  CO_EQ(io_spawn_on(&t, 1, waiter, &w), 0);
+  CO_CHECK(io_wait_suspended(1));
+  CO_EQ(weft_cancel(t), 0);
+  void *v = NULL;
+  CO_EQ(weft_join(t, &v), -ECANCELED);
+  CO_EQ((intptr_t)v, -ECANCELED);
+
+  /* Ended now, but a passed deadline fails first and reaps nothing. */
+  CO_EQ(write(p[1], "go\n", 3), 3);
+  siginfo_t si;
+  CO_EQ(waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT), 0); /* a zombie now */
+  CO_EQ(weft_process_wait_dl(pid, &status, weft_now() - 1), -ETIMEDOUT);
+  CO_EQ(weft_process_wait_dl(pid, &status, weft_now() + 10 * WEFT_SEC), 0);
+  CO_EQ(WEXITSTATUS(status), 5);
+
+  /* Pids that cannot be waited for. */
+  CO_EQ(weft_process_wait(0, NULL), -EINVAL);
+  CO_EQ(weft_process_wait(-1, NULL), -EINVAL);
+  CO_EQ(weft_process_wait(getppid(), NULL), -ECHILD); /* alive, not ours */
+  CO_EQ(weft_process_wait(pid, NULL), -ECHILD);       /* reaped */
+  CO_EQ(weft_process_wait(0x3ffffff0, NULL), -ECHILD); /* above pid_max */
+
+  /* A cancelled task fails at once, the child ended or not. */
+  pid = spawn_sh("exit 0", -1);
+  CO_CHECK(pid > 0);
+  weft_cancel(weft_task_self());
+  CO_EQ(weft_process_wait(pid, NULL), -ECANCELED);
+  io_close_pipe(p);
+  /* Reaped here, on the thread, so that no zombie outlives the test. */
+  CO_EQ(waitpid(pid, NULL, 0), pid);
+  return NULL;
+}
+
+Test(process, deadline_cancel_and_bad_pids, .timeout = 30)
+{
+  rt_run(2, gives_up_main, NULL);
+  rt_assert_clean();
+}
+
+Test(process, wait_on_a_plain_thread, .timeout = 30)
+{
+  int p[2];
+  cr_assert_eq(io_pipe(p), 0);
+  pid_t pid = spawn_sh("read x; exit 9", p[0]);
+  cr_assert_gt(pid, 0);
+  int status;
+  cr_assert_eq(weft_process_wait_dl(pid, &status, weft_now() + 20 * WEFT_MSEC), -ETIMEDOUT);
+  cr_assert_eq(write(p[1], "go\n", 3), 3);
+  cr_assert_eq(weft_process_wait(pid, &status), 0);
+  cr_assert(WIFEXITED(status));
+  cr_assert_eq(WEXITSTATUS(status), 9);
+  io_close_pipe(p);
+}
