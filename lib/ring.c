@@ -95,6 +95,15 @@ int weft__ring_setup(weft__shard *sh)
     return r;
   }
   sh->ring_fd = sh->ring.ring_fd;
+  /* A process forked from a coroutine gets no copy of the ring memory:
+   * those mappings are shared with the kernel's ring, so a child that
+   * wrote an SQE there would write into this ring. Without them such a
+   * child faults instead (weft/process.h: no weft in a forked child). */
+  r = io_uring_ring_dontfork(&sh->ring);
+  if (r < 0) {
+    weft__ring_teardown(sh);
+    return r;
+  }
   sh->ring_flags = wflags;
   sh->ring_entries = sh->ring.sq.ring_entries;
   sh->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -230,6 +239,11 @@ static int send_from_own_ring(int target_fd, uint64_t data, uint32_t len)
       return -ENOMEM;
     int r = io_uring_queue_init(4, ring, 0);
     if (r < 0) {
+      free(ring);
+      return r;
+    }
+    if ((r = io_uring_ring_dontfork(ring)) < 0) { /* as the shards' rings */
+      io_uring_queue_exit(ring);
       free(ring);
       return r;
     }

@@ -4,11 +4,15 @@
  * coroutines and plain threads - exit codes and deaths by signal in
  * waitpid's form, the shard running other coroutines meanwhile, deadline
  * and cancel (the child is left alone and reaped by the next wait), and the
- * pids that cannot be waited for.
+ * pids that cannot be waited for. And fork() in a coroutine: the child has
+ * no copy of the ring memory it could write into the parent's rings.
  */
 #include "io_helpers.h"
 
+#include "core.h"
+
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 
 extern char **environ;
@@ -169,4 +173,47 @@ Test(process, wait_on_a_plain_thread, .timeout = 30)
   cr_assert(WIFEXITED(status));
   cr_assert_eq(WEXITSTATUS(status), 9);
   io_close_pipe(p);
+}
+
+/* ---- fork in a coroutine --------------------------------------------------------------- */
+
+
+/* 1 if the page holding p is mapped in this process, 0 if not. */
+static int mapped(const void *p)
+{
+  uintptr_t page = (uintptr_t)p & ~(uintptr_t)4095;
+  return msync((void *)page, 4096, MS_ASYNC) == 0 ? 1 : 0;
+}
+
+static void *fork_main(void *arg)
+{
+  (void)arg;
+  weft__shard *sh = weft__shard_self();
+  const void *sq = sh->ring.sq.ring_ptr, *sqes = sh->ring.sq.sqes;
+  CO_EQ(mapped(sq), 1);
+  CO_EQ(mapped(sqes), 1);
+  pid_t pid = fork();
+  if (pid == 0) /* the child: the parent's ring memory is not here */
+    _exit(mapped(sq) * 10 + mapped(sqes));
+  CO_CHECK(pid > 0);
+  int status = -1;
+  CO_EQ(weft_process_wait(pid, &status), 0);
+  CO_CHECK(WIFEXITED(status));
+  CO_EQ(WEXITSTATUS(status), 0);
+  /* The parent's ring works as before. */
+  CO_EQ(weft_nop(), 0);
+  int p[2];
+  CO_EQ(io_pipe(p), 0);
+  CO_EQ(weft_write(p[1], "k", 1), 1);
+  char c = 0;
+  CO_EQ(weft_read(p[0], &c, 1), 1);
+  CO_EQ(c, 'k');
+  io_close_pipe(p);
+  return NULL;
+}
+
+Test(process, a_forked_child_gets_no_ring_memory, .timeout = 30)
+{
+  rt_run(1, fork_main, NULL);
+  rt_assert_clean();
 }
