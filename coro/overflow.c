@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -56,7 +57,9 @@ _Noreturn void weft__overflow_report(const weft__coro *co, const char *detail)
     n = put(buf, n, cap, detail, strlen(detail));
   }
   n = put(buf, n, cap, ")\n", 2);
-  ssize_t w = write(STDERR_FILENO, buf, n);
+  /* The system call itself: libweft-hook routes write() in a coroutine
+   * to weft_write, which must not run in a signal handler. */
+  long w = syscall(SYS_write, STDERR_FILENO, buf, n);
   (void)w;
   abort();
 }

@@ -60,10 +60,10 @@ void weft__fence_heavy(void)
                   ? -ENOMEM
                   : membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)) == -ENOMEM ||
          r == -EINTR || r == -EAGAIN) {
+    /* clock_nanosleep, not nanosleep: libweft-hook routes nanosleep in a
+     * coroutine to weft_sleep, and this wait must not suspend. */
     struct timespec pause = {0, 100000}; /* 100 us */
-    int saved = errno;
-    nanosleep(&pause, NULL);
-    errno = saved;
+    clock_nanosleep(CLOCK_MONOTONIC, 0, &pause, NULL); /* leaves errno alone */
   }
   if (r < 0) {
     fprintf(stderr, "weft: membarrier failed after registration (%d)\n", r);

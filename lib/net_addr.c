@@ -8,6 +8,7 @@
  * are parsed here without a pool round trip; they mean the same thing.
  */
 #include "net_internal.h"
+#include "rawsys.h"
 
 #include "weft/blocking.h"
 
@@ -377,7 +378,7 @@ static bool stale_socket(const char *path, const struct sockaddr_un *sa, socklen
   if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode)) {
     int fd = socket(AF_UNIX, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd >= 0) {
-      stale = connect(fd, (const struct sockaddr *)sa, len) < 0 && errno == ECONNREFUSED;
+      stale = weft__sys_connect(fd, (const struct sockaddr *)sa, len) < 0 && errno == ECONNREFUSED;
       close(fd);
     }
   }

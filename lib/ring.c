@@ -18,6 +18,7 @@
  * refused doorbell of a plain thread would have done (weft__msg_catch_up).
  */
 #include "core.h"
+#include "rawsys.h"
 #include "uring_compat.h"
 
 #include "../coro/fault.h"
@@ -145,7 +146,7 @@ bool weft__ring_wake_by_fd(weft__shard *to)
     return false;
   int saved = errno;
   uint64_t one = 1;
-  bool ok = write(to->wake_fd, &one, sizeof(one)) == (ssize_t)sizeof(one);
+  bool ok = weft__sys_write(to->wake_fd, &one, sizeof(one)) == (ssize_t)sizeof(one);
   errno = saved;
   return ok;
 }
@@ -154,7 +155,7 @@ void weft__ring_wake_fd_cqe(weft__shard *sh, unsigned flags)
 {
   int saved = errno;
   uint64_t n;
-  while (read(sh->wake_fd, &n, sizeof(n)) == (ssize_t)sizeof(n))
+  while (weft__sys_read(sh->wake_fd, &n, sizeof(n)) == (ssize_t)sizeof(n))
     ; /* nonblocking: drained */
   errno = saved;
   /* A refused doorbell of the plain threads' lanes also ends up here. */

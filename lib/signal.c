@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Signals through a signalfd, waited for with weft_poll; see weft/signal.h. */
+#include "rawsys.h"
 #include "weft/io.h"
 #include "weft/signal.h"
 
@@ -57,7 +58,7 @@ static int take_signal(int fd, struct signalfd_siginfo *info)
   int saved = errno, r;
   ssize_t n;
   do
-    n = read(fd, &si, sizeof(si));
+    n = weft__sys_read(fd, &si, sizeof(si));
   while (n < 0 && errno == EINTR);
   if (n == (ssize_t)sizeof(si)) {
     r = (int)si.ssi_signo;

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * System calls made without libc's exported wrappers, for weft's own calls
+ * from code that may run in a coroutine. With libweft-hook loaded
+ * (lib/hook.c), read(), write() and connect() called in a coroutine are
+ * weft's blocking calls - right for the program's code, wrong inside the
+ * runtime: a wake-up sent while a spin lock is held must not suspend the
+ * task that sends it. These go straight to the kernel instead. Results as
+ * the libc calls (-1 and errno).
+ */
+#ifndef WEFT_LIB_RAWSYS_H
+#define WEFT_LIB_RAWSYS_H
+
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+static inline ssize_t weft__sys_read(int fd, void *buf, size_t n)
+{
+  return syscall(SYS_read, fd, buf, n);
+}
+
+static inline ssize_t weft__sys_write(int fd, const void *buf, size_t n)
+{
+  return syscall(SYS_write, fd, buf, n);
+}
+
+static inline int weft__sys_connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+  return (int)syscall(SYS_connect, fd, addr, len);
+}
+
+#endif
