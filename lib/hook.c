@@ -1,0 +1,386 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libweft-hook: unmodified blocking code in coroutines.
+ *
+ * A separate shared library that defines read, write, readv, writev, recv,
+ * send, recvfrom, sendto, recvmsg, sendmsg, accept, accept4, connect, poll,
+ * sleep, usleep and nanosleep. Linked into a program (before libc, which a
+ * shared library always is) or loaded with LD_PRELOAD, it makes those calls
+ * weft's blocking calls when they are made in a coroutine: the coroutine is
+ * suspended, the shard runs others. Anywhere else - a plain thread, a pool
+ * thread, weft's own scheduler - they are the next definition's (libc's, or
+ * a sanitizer's in front of it), untouched.
+ *
+ * In a coroutine the results are libc's (-1 and errno) with weft's rules:
+ * a deadline scope bounds every call (ETIMEDOUT), a cancelled task gets
+ * ECANCELED - also from the sleeps, so that a "retry on EINTR" loop ends -
+ * accept and accept4 create exactly the descriptor flags asked for, and
+ * send never raises SIGPIPE. A call that cannot wait (an O_NONBLOCK
+ * descriptor, MSG_DONTWAIT) is libc's own, EAGAIN and all; an event loop
+ * over non-blocking descriptors waits in the hooked poll instead.
+ *
+ * Legacy code reads errno right after its calls, and compilers may keep
+ * errno's address (glibc declares __errno_location const) across a call.
+ * errno is per thread, and a stealable coroutine can resume on another
+ * shard's thread: spawn such code pinned, round-robin or sticky, or run with
+ * steal_started off. What stays as it was: stdio (glibc calls read and write inside
+ * itself, not through these symbols), and socket timeouts (SO_RCVTIMEO and
+ * SO_SNDTIMEO are not consulted: use a deadline scope).
+ */
+#include "weft.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+/* glibc's sockaddr arguments are a transparent union under _GNU_SOURCE. */
+#if defined(__USE_GNU) && defined(__GNUC__) && !defined(__cplusplus)
+#define SA(a) ((a).__sockaddr__)
+#else
+#define SA(a) (a)
+#endif
+
+#define HOOK __attribute__((visibility("default")))
+
+/* ---- the next definitions ------------------------------------------------------ */
+
+/* Looked up on first use (a call may come before any constructor runs);
+ * two threads racing to it store the same value. */
+#define NEXT(ret, name, params)                                                               \
+  typedef ret(*name##_fn) params;                                                             \
+  static _Atomic(name##_fn) next_##name##_p;                                                  \
+  static name##_fn next_##name(void)                                                          \
+  {                                                                                           \
+    name##_fn f = atomic_load_explicit(&next_##name##_p, memory_order_relaxed);               \
+    if (!f) {                                                                                 \
+      void *sym = dlsym(RTLD_NEXT, #name);                                                    \
+      memcpy(&f, &sym, sizeof(f));                                                            \
+      atomic_store_explicit(&next_##name##_p, f, memory_order_relaxed);                       \
+    }                                                                                         \
+    return f;                                                                                 \
+  }
+
+NEXT(ssize_t, read, (int, void *, size_t))
+NEXT(ssize_t, write, (int, const void *, size_t))
+NEXT(ssize_t, readv, (int, const struct iovec *, int))
+NEXT(ssize_t, writev, (int, const struct iovec *, int))
+NEXT(ssize_t, recv, (int, void *, size_t, int))
+NEXT(ssize_t, send, (int, const void *, size_t, int))
+NEXT(ssize_t, recvfrom, (int, void *, size_t, int, struct sockaddr *, socklen_t *))
+NEXT(ssize_t, sendto, (int, const void *, size_t, int, const struct sockaddr *, socklen_t))
+NEXT(ssize_t, recvmsg, (int, struct msghdr *, int))
+NEXT(ssize_t, sendmsg, (int, const struct msghdr *, int))
+NEXT(int, accept, (int, struct sockaddr *, socklen_t *))
+NEXT(int, accept4, (int, struct sockaddr *, socklen_t *, int))
+NEXT(int, connect, (int, const struct sockaddr *, socklen_t))
+NEXT(int, poll, (struct pollfd *, nfds_t, int))
+NEXT(unsigned, sleep, (unsigned))
+NEXT(int, usleep, (useconds_t))
+NEXT(int, nanosleep, (const struct timespec *, struct timespec *))
+
+/* Only if the dynamic linker found no next definition at all. */
+static long no_next(void)
+{
+  errno = ENOSYS;
+  return -1;
+}
+
+#define CALL_NEXT(name, ...) (next_##name() ? next_##name()(__VA_ARGS__) : no_next())
+
+static bool in_coroutine(void)
+{
+  return weft_task_self() != NULL;
+}
+
+/* A call that cannot wait is libc's own: an O_NONBLOCK descriptor (io_uring
+ * would wait for readiness anyway), MSG_DONTWAIT, or no descriptor at all
+ * (libc says EBADF). One fcntl(2) per call, small beside a ring round trip. */
+static bool never_waits(int fd, int msg_flags)
+{
+  if (msg_flags & MSG_DONTWAIT)
+    return true;
+  int saved = errno;
+  int fl = fcntl(fd, F_GETFL);
+  errno = saved;
+  return fl < 0 || (fl & O_NONBLOCK);
+}
+
+/* weft's -errno results as libc's. */
+static long libc_result(long r)
+{
+  if (r >= 0)
+    return r;
+  errno = (int)-r;
+  return -1;
+}
+
+/* ---- descriptors ------------------------------------------------------------------- */
+
+HOOK ssize_t read(int fd, void *buf, size_t n)
+{
+  if (!in_coroutine() || never_waits(fd, 0))
+    return CALL_NEXT(read, fd, buf, n);
+  return libc_result(weft_read(fd, buf, n));
+}
+
+HOOK ssize_t write(int fd, const void *buf, size_t n)
+{
+  if (!in_coroutine() || never_waits(fd, 0))
+    return CALL_NEXT(write, fd, buf, n);
+  return libc_result(weft_write(fd, buf, n));
+}
+
+HOOK ssize_t readv(int fd, const struct iovec *iov, int cnt)
+{
+  if (!in_coroutine() || never_waits(fd, 0))
+    return CALL_NEXT(readv, fd, iov, cnt);
+  return libc_result(weft_readv(fd, iov, cnt));
+}
+
+HOOK ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+  if (!in_coroutine() || never_waits(fd, 0))
+    return CALL_NEXT(writev, fd, iov, cnt);
+  return libc_result(weft_writev(fd, iov, cnt));
+}
+
+/* ---- sockets ------------------------------------------------------------------------ */
+
+HOOK ssize_t recv(int fd, void *buf, size_t n, int flags)
+{
+  if (!in_coroutine() || never_waits(fd, flags))
+    return CALL_NEXT(recv, fd, buf, n, flags);
+  return libc_result(weft_recv(fd, buf, n, flags));
+}
+
+HOOK ssize_t send(int fd, const void *buf, size_t n, int flags)
+{
+  if (!in_coroutine() || never_waits(fd, flags))
+    return CALL_NEXT(send, fd, buf, n, flags);
+  return libc_result(weft_send(fd, buf, n, flags));
+}
+
+HOOK ssize_t recvfrom(int fd, void *buf, size_t n, int flags, __SOCKADDR_ARG addr,
+                      socklen_t *len)
+{
+  if (!in_coroutine() || never_waits(fd, flags))
+    return CALL_NEXT(recvfrom, fd, buf, n, flags, SA(addr), len);
+  return libc_result(weft_recvfrom(fd, buf, n, flags, SA(addr), len));
+}
+
+HOOK ssize_t sendto(int fd, const void *buf, size_t n, int flags, __CONST_SOCKADDR_ARG addr,
+                    socklen_t len)
+{
+  if (!in_coroutine() || never_waits(fd, flags))
+    return CALL_NEXT(sendto, fd, buf, n, flags, SA(addr), len);
+  return libc_result(weft_sendto(fd, buf, n, flags, SA(addr), len));
+}
+
+HOOK ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+  if (!in_coroutine() || never_waits(fd, flags))
+    return CALL_NEXT(recvmsg, fd, msg, flags);
+  return libc_result(weft_recvmsg(fd, msg, flags));
+}
+
+HOOK ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+  if (!in_coroutine() || never_waits(fd, flags))
+    return CALL_NEXT(sendmsg, fd, msg, flags);
+  return libc_result(weft_sendmsg(fd, msg, flags));
+}
+
+/* weft_accept always asks for SOCK_CLOEXEC; accept(2) gives exactly the
+ * flags asked for, so the descriptor loses it again when not asked. */
+static int accept_as_asked(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+  if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC))
+    return -EINVAL;
+  int r = weft_accept(fd, addr, len, flags);
+  if (r >= 0 && !(flags & SOCK_CLOEXEC) && fcntl(r, F_SETFD, 0) < 0) {
+    int e = errno;
+    weft_close(r);
+    r = -e;
+  }
+  return r;
+}
+
+HOOK int accept(int fd, __SOCKADDR_ARG addr, socklen_t *len)
+{
+  if (!in_coroutine() || never_waits(fd, 0))
+    return (int)CALL_NEXT(accept, fd, SA(addr), len);
+  return (int)libc_result(accept_as_asked(fd, SA(addr), len, 0));
+}
+
+HOOK int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags)
+{
+  if (!in_coroutine() || never_waits(fd, 0))
+    return (int)CALL_NEXT(accept4, fd, SA(addr), len, flags);
+  return (int)libc_result(accept_as_asked(fd, SA(addr), len, flags));
+}
+
+HOOK int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
+{
+  if (!in_coroutine() || never_waits(fd, 0))
+    return (int)CALL_NEXT(connect, fd, SA(addr), len);
+  return (int)libc_result(weft_connect(fd, SA(addr), len));
+}
+
+/* ---- poll ----------------------------------------------------------------------------- */
+
+static int64_t deadline_in_ms(int timeout)
+{
+  return timeout < 0 ? WEFT_NO_DEADLINE : weft_now() + (int64_t)timeout * WEFT_MSEC;
+}
+
+/* -ETIMEDOUT from a wait bounded by poll's own timeout is poll's 0; from a
+ * deadline scope that ends first it is the scope's error. */
+static int poll_timed_out(int timeout, int64_t deadline)
+{
+  return timeout >= 0 && weft_now() >= deadline ? 0 : -ETIMEDOUT;
+}
+
+/* No descriptors: poll(2) is a sleep. */
+static int poll_nothing(int timeout, int64_t deadline)
+{
+  for (;;) {
+    int r = timeout < 0 ? weft_sleep(3600 * WEFT_SEC) : weft_sleep_until(deadline);
+    if (r < 0)
+      return r;
+    if (timeout >= 0)
+      return 0;
+  }
+}
+
+/* One descriptor: one weft_poll. A bad one is POLLNVAL, as poll(2) says it. */
+static int poll_one(struct pollfd *p, int timeout, int64_t deadline)
+{
+  int r = weft_poll_dl(p->fd, (unsigned short)p->events, deadline);
+  if (r == -EBADF) {
+    p->revents = POLLNVAL;
+    return 1;
+  }
+  if (r == -ETIMEDOUT)
+    return poll_timed_out(timeout, deadline);
+  if (r < 0)
+    return r;
+  p->revents = (short)r;
+  return 1;
+}
+
+/* Several: ask poll(2) without waiting; if none is ready, wait in weft_poll
+ * for an epoll instance holding them all (readable once any of them is),
+ * and ask again. */
+static int poll_many(struct pollfd *fds, nfds_t n, int timeout, int64_t deadline)
+{
+  int r = (int)CALL_NEXT(poll, fds, n, 0);
+  if (r != 0 || timeout == 0)
+    return r < 0 ? -errno : r;
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  if (ep < 0)
+    return -errno;
+  for (nfds_t i = 0; i < n; i++) {
+    if (fds[i].fd < 0)
+      continue;
+    struct epoll_event ev = {.events = (uint32_t)(unsigned short)fds[i].events};
+    /* Refused (EPERM: a regular file, always ready) or gone (EBADF): the
+     * next poll(2) reports it; a descriptor listed twice is already in. */
+    epoll_ctl(ep, EPOLL_CTL_ADD, fds[i].fd, &ev);
+  }
+  for (;;) {
+    r = weft_poll_dl(ep, POLLIN, deadline);
+    if (r == -ETIMEDOUT)
+      r = poll_timed_out(timeout, deadline);
+    if (r <= 0)
+      break;
+    r = (int)CALL_NEXT(poll, fds, n, 0);
+    if (r != 0) {
+      if (r < 0)
+        r = -errno;
+      break;
+    }
+  }
+  close(ep);
+  return r;
+}
+
+HOOK int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+  if (!in_coroutine())
+    return (int)CALL_NEXT(poll, fds, n, timeout);
+  int saved = errno;
+  int64_t deadline = deadline_in_ms(timeout);
+  for (nfds_t i = 0; i < n; i++)
+    fds[i].revents = 0;
+  int r;
+  if (n == 0)
+    r = poll_nothing(timeout, deadline);
+  else if (n == 1 && fds[0].fd >= 0)
+    r = poll_one(&fds[0], timeout, deadline);
+  else
+    r = poll_many(fds, n, timeout, deadline);
+  errno = saved;
+  return (int)libc_result(r);
+}
+
+/* ---- sleeps --------------------------------------------------------------------------- */
+
+/* now + ns, saturating. */
+static int64_t after(int64_t ns)
+{
+  int64_t now = weft_now();
+  return ns > INT64_MAX - now ? INT64_MAX : now + ns;
+}
+
+HOOK int nanosleep(const struct timespec *req, struct timespec *rem)
+{
+  if (!in_coroutine())
+    return (int)CALL_NEXT(nanosleep, req, rem);
+  if (!req || req->tv_sec < 0 || req->tv_nsec < 0 || req->tv_nsec >= 1000000000) {
+    errno = EINVAL;
+    return -1;
+  }
+  int64_t ns = req->tv_sec > (INT64_MAX - req->tv_nsec) / WEFT_SEC
+                   ? INT64_MAX
+                   : (int64_t)req->tv_sec * WEFT_SEC + req->tv_nsec;
+  int64_t end = after(ns);
+  int r = weft_sleep_until(end);
+  if (r < 0 && rem) {
+    int64_t left = end - weft_now();
+    if (left < 0)
+      left = 0;
+    rem->tv_sec = (time_t)(left / WEFT_SEC);
+    rem->tv_nsec = (long)(left % WEFT_SEC);
+  }
+  return (int)libc_result(r);
+}
+
+HOOK int usleep(useconds_t us)
+{
+  if (!in_coroutine())
+    return (int)CALL_NEXT(usleep, us);
+  return (int)libc_result(weft_sleep_until(after((int64_t)us * WEFT_USEC)));
+}
+
+HOOK unsigned sleep(unsigned s)
+{
+  if (!in_coroutine())
+    return next_sleep() ? next_sleep()(s) : s;
+  int64_t end = after((int64_t)s * WEFT_SEC);
+  int r = weft_sleep_until(end);
+  if (r == 0)
+    return 0;
+  errno = -r;
+  int64_t left = end - weft_now();
+  return left <= 0 ? 0 : (unsigned)((left + WEFT_SEC - 1) / WEFT_SEC);
+}

@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: MIT */
+/* See legacy.h: blocking code that knows nothing of weft. */
+#include "legacy.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+int legacy_read_byte(int fd)
+{
+  unsigned char c;
+  ssize_t n = read(fd, &c, 1);
+  if (n < 0)
+    return -errno;
+  return n == 0 ? 256 : c;
+}
+
+int legacy_write_byte(int fd, char c)
+{
+  return write(fd, &c, 1) < 0 ? -errno : 1;
+}
+
+ssize_t legacy_readv(int fd, char *buf, size_t n)
+{
+  struct iovec iov[2] = {{buf, n / 2}, {buf + n / 2, n - n / 2}};
+  ssize_t r = readv(fd, iov, 2);
+  return r < 0 ? -errno : r;
+}
+
+ssize_t legacy_echo(int fd)
+{
+  char buf[512];
+  ssize_t total = 0, n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) {
+    struct iovec iov = {buf, (size_t)n};
+    if (writev(fd, &iov, 1) != n)
+      return -errno;
+    total += n;
+  }
+  return n < 0 ? -errno : total;
+}
+
+ssize_t legacy_echo_socket(int fd)
+{
+  char buf[512];
+  ssize_t total = 0, n;
+  while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) {
+    if (send(fd, buf, (size_t)n, 0) != n)
+      return -errno;
+    total += n;
+  }
+  return n < 0 ? -errno : total;
+}
+
+int legacy_accept(int lfd, int flags)
+{
+  struct sockaddr_in peer;
+  socklen_t len = sizeof(peer);
+  int fd = flags == -1 ? accept(lfd, (struct sockaddr *)&peer, &len)
+                       : accept4(lfd, (struct sockaddr *)&peer, &len, flags);
+  if (fd < 0)
+    return -errno;
+  if (len != sizeof(peer) || peer.sin_family != AF_INET) {
+    close(fd);
+    return -EPROTO;
+  }
+  return fd;
+}
+
+ssize_t legacy_client(uint16_t port, const char *msg, char *reply, size_t cap)
+{
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0)
+    return -errno;
+  struct sockaddr_in sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ssize_t r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+  size_t len = strlen(msg), got = 0;
+  if (r == 0 && (r = sendto(fd, msg, len, 0, NULL, 0)) == (ssize_t)len && shutdown(fd, SHUT_WR) == 0) {
+    while (got < cap && (r = recvfrom(fd, reply + got, cap - got, 0, NULL, NULL)) > 0)
+      got += (size_t)r;
+  }
+  int e = errno;
+  close(fd);
+  return r < 0 ? -e : (ssize_t)got;
+}
+
+int legacy_poll(struct pollfd *fds, nfds_t n, int timeout_ms)
+{
+  int r = poll(fds, n, timeout_ms);
+  return r < 0 ? -errno : r;
+}
+
+int legacy_nanosleep(const struct timespec *req, struct timespec *rem)
+{
+  return nanosleep(req, rem) < 0 ? -errno : 0;
+}
+
+int legacy_usleep(unsigned us)
+{
+  return usleep(us) < 0 ? -errno : 0;
+}
+
+unsigned legacy_sleep(unsigned s)
+{
+  return sleep(s);
+}
