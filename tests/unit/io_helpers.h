@@ -72,6 +72,20 @@ static inline int io_spawn_on(weft_task **t, int shard, void *(*fn)(void *), voi
   return rt_spawn(t, WEFT_PLACE_PINNED, shard, fn, arg);
 }
 
+/* Spawns fn(arg) pinned to `shard`, waits until it is suspended, cancels
+ * it, and checks that both the join and fn's own result (an int returned as
+ * a pointer: the blocking call's) are -ECANCELED. */
+static inline void io_cancel_while_waiting(int shard, void *(*fn)(void *), void *arg)
+{
+  weft_task *t;
+  CO_EQ(io_spawn_on(&t, shard, fn, arg), 0);
+  CO_CHECK(io_wait_suspended(1));
+  CO_EQ(weft_cancel(t), 0);
+  void *v = NULL;
+  CO_EQ(weft_join(t, &v), -ECANCELED); /* the join reports the cancel */
+  CO_EQ((intptr_t)v, -ECANCELED);      /* and so did the blocking call */
+}
+
 /* The sum of the counters of every shard of the current runtime. */
 static inline weft_stats io_stats(void)
 {

@@ -120,13 +120,7 @@ static void *gives_up_main(void *arg)
 
   /* Cancelled while it waits (on the other shard): the same. */
   struct waiter w = {.pid = pid, .deadline = WEFT_NO_DEADLINE};
-  weft_task *t;
-  CO_EQ(io_spawn_on(&t, 1, waiter, &w), 0);
-  CO_CHECK(io_wait_suspended(1));
-  CO_EQ(weft_cancel(t), 0);
-  void *v = NULL;
-  CO_EQ(weft_join(t, &v), -ECANCELED);
-  CO_EQ((intptr_t)v, -ECANCELED);
+  io_cancel_while_waiting(1, waiter, &w);
 
   /* Ended now, but a passed deadline fails first and reaps nothing. */
   CO_EQ(write(p[1], "go\n", 3), 3);

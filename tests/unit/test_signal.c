@@ -118,12 +118,7 @@ static void *coroutine_main(void *arg)
   CO_EQ(weft_signal_wait_dl(fd, &info, weft_now() + WEFT_SEC), SIGUSR1);
 
   /* Cancelled while waiting: -ECANCELED; the next signal is not lost. */
-  CO_EQ(io_spawn_on(&t, 1, waiter, &w), 0);
-  CO_CHECK(io_wait_suspended(1));
-  CO_EQ(weft_cancel(t), 0);
-  void *v = NULL;
-  CO_EQ(weft_join(t, &v), -ECANCELED);
-  CO_EQ((intptr_t)v, -ECANCELED);
+  io_cancel_while_waiting(1, waiter, &w);
   CO_EQ(kill(getpid(), SIGUSR2), 0);
   CO_EQ(weft_signal_wait(fd, NULL), SIGUSR2);
 
