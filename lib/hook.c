@@ -23,7 +23,14 @@
  * errno's address (glibc declares __errno_location const) across a call.
  * errno is per thread, and a stealable coroutine can resume on another
  * shard's thread: spawn such code pinned, round-robin or sticky, or run with
- * steal_started off. What stays as it was: stdio (glibc calls read and write inside
+ * steal_started off.
+ *
+ * Two habits of threaded code do not carry over. A pthread mutex held
+ * across a hooked call stays held while the shard runs other coroutines,
+ * which may block on it: the shard deadlocks (use weft_mutex). And a signal
+ * handler that interrupts a coroutine and calls, say, write() on a blocking
+ * descriptor would suspend the coroutine from inside the handler: keep the
+ * self-pipe non-blocking, as usual, or wait with weft_signal_wait instead. What stays as it was: stdio (glibc calls read and write inside
  * itself, not through these symbols), and socket timeouts (SO_RCVTIMEO and
  * SO_SNDTIMEO are not consulted: use a deadline scope).
  */
