@@ -277,6 +277,13 @@ static inline weft_task *weft__task_self(void)
 {
   return (weft_task *)(void *)weft__coro_self();
 }
+/* What a wait that need not wait returns: -ECANCELED in a cancelled task
+ * (a cancel fails every blocking call, ready or not), else 0. */
+static inline int weft__ready_result(void)
+{
+  weft_task *t = weft__task_self();
+  return t && atomic_load_explicit(&t->cancelled, memory_order_relaxed) ? -ECANCELED : 0;
+}
 
 /* ---- shard (lib/shard.c) ---------------------------------------------------- */
 void *weft__shard_main(void *arg);

@@ -131,7 +131,7 @@ int weft_timer_wait(weft_timer *tm)
     int64_t due = atomic_load_explicit(&tm->deadline, memory_order_acquire);
     if (due >= 0 && due <= weft__now()) {
       weft__spin_unlock(&tm->q.lock);
-      return 0;
+      return weft__ready_result(); /* due: as weft_sleep_until's past deadline */
     }
     weft__waitq_append(&tm->q, &w);
     weft__spin_unlock(&tm->q.lock);

@@ -44,10 +44,8 @@ int weft_sleep_until(int64_t deadline)
 
 int weft_sleep(int64_t ns)
 {
-  if (ns <= 0) {
-    weft_task *t = weft__task_self();
-    return t && atomic_load_explicit(&t->cancelled, memory_order_relaxed) ? -ECANCELED : 0;
-  }
+  if (ns <= 0)
+    return weft__ready_result();
   int64_t now = weft__now();
   return weft_sleep_until(ns > INT64_MAX - now ? INT64_MAX : now + ns);
 }

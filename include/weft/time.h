@@ -87,7 +87,9 @@ typedef struct weft_timer weft_timer;
 WEFT_API int weft_timer_create(weft_timer **tm, int64_t deadline);
 
 /* Waits until the timer is due: 0, or -ECANCELED, -ETIMEDOUT when a deadline
- * scope ends first, -ENOMEM if the shard's timer heap cannot grow. */
+ * scope ends first, -ENOMEM if the shard's timer heap cannot grow. A timer
+ * already due returns at once: 0, or -ECANCELED in a cancelled task (as
+ * weft_sleep_until with a passed deadline). */
 WEFT_API int weft_timer_wait(weft_timer *tm);
 
 /* Sets a new deadline; waiters re-check it. Returns 0 or -EINVAL. */

@@ -97,6 +97,32 @@ Test(time, cancelled_sleep_returns_ecanceled, .timeout = 30)
   rt_assert_clean();
 }
 
+/* A cancelled task's sleeps fail even when there is nothing to wait for:
+ * a zero or past sleep, a due interval tick, a due resettable timer. */
+static void *cancelled_due_main(void *arg)
+{
+  (void)arg;
+  weft_interval *iv;
+  weft_timer *tm;
+  CO_EQ(weft_interval_create(&iv, WEFT_SEC, weft_now() - 1, WEFT_MISSED_BURST), 0);
+  CO_EQ(weft_timer_create(&tm, weft_now() - 1), 0);
+  CO_EQ(weft_timer_wait(tm), 0); /* due, not cancelled: at once */
+  weft_cancel(weft_task_self());
+  CO_EQ(weft_sleep(0), -ECANCELED);
+  CO_EQ(weft_sleep_until(weft_now() - 1), -ECANCELED);
+  CO_EQ(weft_interval_next(iv), -ECANCELED);
+  CO_EQ(weft_timer_wait(tm), -ECANCELED);
+  weft_timer_destroy(tm);
+  weft_interval_destroy(iv);
+  return NULL;
+}
+
+Test(time, cancelled_task_fails_sleeps_already_due, .timeout = 30)
+{
+  rt_run(1, cancelled_due_main, NULL);
+  rt_assert_clean();
+}
+
 /* A duration too long to add to "now" (INT64_MAX) is "for ever", not an
  * overflow that wraps to a deadline in the past (and returns at once). */
 static void *sleep_huge(void *arg)
