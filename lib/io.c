@@ -61,7 +61,9 @@ static bool is_regular_file(int fd)
  * RWF_NOWAIT and poll again on -EAGAIN, so the deadline holds. Two kinds of
  * file get the plain call instead: those that do not support RWF_NOWAIT, and
  * regular files, whose -EAGAIN means data on its way from the disk - poll(2)
- * says "ready" at once, so polling again would only spin. */
+ * says "ready" at once, so polling again would only spin. Without a deadline
+ * the plain call waits by itself - except on an O_NONBLOCK descriptor, whose
+ * -EAGAIN sends us to poll(2) as well: these calls wait, as in a coroutine. */
 static ssize_t plain_rw_errno(int fd, const struct iovec *iov, int cnt, off_t off,
                               int64_t deadline, bool write_op)
 {
@@ -78,8 +80,12 @@ static ssize_t plain_rw_errno(int fd, const struct iovec *iov, int cnt, off_t of
     int e = errno;
     if (e == EINTR)
       continue;
-    if (nowait && e == EAGAIN && !is_regular_file(fd))
-      continue; /* lost the race for it: wait for readiness again */
+    if (e == EAGAIN && !is_regular_file(fd)) {
+      /* Lost the race for it, or an O_NONBLOCK descriptor with nothing
+       * there yet: wait for readiness (a coroutine's call waits too). */
+      nowait = true;
+      continue;
+    }
     if (nowait && (e == EAGAIN || e == EOPNOTSUPP)) {
       nowait = false;
       continue;

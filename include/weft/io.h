@@ -8,14 +8,16 @@
  * return before the kernel is done with them, on every path - deadline and
  * cancellation included).
  *
- * Results are those of read(2)/write(2) as -errno: e.g. -EBADF, -EAGAIN is
- * never returned for a blocking descriptor. _dl variants take an absolute
- * deadline (-ETIMEDOUT when it passes; the operation is then cancelled and
- * nothing was transferred, unless it completed first, in which case its
- * result is returned). A deadline that has already passed fails the call at
- * once, before the kernel is asked, even if data is waiting: to try without
- * waiting, use a non-blocking descriptor. A cancelled task gets -ECANCELED,
- * with the same rule.
+ * Results are those of read(2)/write(2) as -errno: e.g. -EBADF. These calls
+ * wait for readiness whether or not the descriptor is O_NONBLOCK (io_uring
+ * polls for it, and so does the plain-thread path), so a pipe or socket never
+ * gives -EAGAIN; to try without waiting, call read(2)/write(2) themselves on
+ * a non-blocking descriptor. _dl variants take an absolute deadline
+ * (-ETIMEDOUT when it passes; the operation is then cancelled and nothing
+ * was transferred, unless it completed first, in which case its result is
+ * returned). A deadline that has already passed fails the call at once,
+ * before the kernel is asked, even if data is waiting. A cancelled task gets
+ * -ECANCELED, with the same rule.
  *
  * On a plain thread these calls run the ordinary blocking system call. With
  * a deadline they wait in poll(2) and transfer with RWF_NOWAIT, so the

@@ -20,8 +20,9 @@
  * cancelled and -ETIMEDOUT returned - unless it completed first, in which case
  * its result is returned, so no accepted connection or received byte is lost.
  * A deadline that has already passed fails the call at once, before the
- * kernel is asked (to try without waiting, use MSG_DONTWAIT or a
- * non-blocking socket). A cancelled task gets -ECANCELED by the same rule.
+ * kernel is asked (to try without waiting, pass MSG_DONTWAIT, or call
+ * recv(2)/send(2) themselves on a non-blocking socket). A cancelled task gets
+ * -ECANCELED by the same rule.
  *
  * Sending never raises SIGPIPE: weft_send, weft_sendto, weft_sendmsg and
  * weft_send_all add MSG_NOSIGNAL, and a peer that went away gives -EPIPE or

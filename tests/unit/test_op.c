@@ -652,6 +652,38 @@ Test(op, plain_thread_falls_back_to_syscalls, .timeout = 30)
   close(p[0]);
 }
 
+/* On a plain thread an O_NONBLOCK pipe waits as in a coroutine: the read
+ * returns the byte another thread writes later, not -EAGAIN. */
+static void *late_byte_writer(void *arg)
+{
+  int fd = *(int *)arg;
+  io_busy(20 * WEFT_MSEC);
+  return (void *)(intptr_t)write(fd, "n", 1);
+}
+
+Test(op, plain_thread_waits_on_a_nonblocking_pipe, .timeout = 30)
+{
+  int p[2];
+  cr_assert_eq(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, late_byte_writer, &p[1]), 0);
+  char c = 0;
+  cr_assert_eq(weft_read(p[0], &c, 1), 1);
+  cr_assert_eq(c, 'n');
+  void *w;
+  pthread_join(th, &w);
+  cr_assert_eq((intptr_t)w, 1);
+  /* The same with a deadline that passes first, and for readv. */
+  cr_assert_eq(weft_read_dl(p[0], &c, 1, weft_now() + 10 * WEFT_MSEC), -ETIMEDOUT);
+  cr_assert_eq(pthread_create(&th, NULL, late_byte_writer, &p[1]), 0);
+  struct iovec iov = {.iov_base = &c, .iov_len = 1};
+  c = 0;
+  cr_assert_eq(weft_readv(p[0], &iov, 1), 1);
+  cr_assert_eq(c, 'n');
+  pthread_join(th, NULL);
+  io_close_pipe(p);
+}
+
 /* A write that blocks in the kernel (full pipe) is cancellable too, and
  * writes nothing. */
 static void *full_writer(void *arg)
