@@ -24,5 +24,6 @@
 #include "weft/sync.h"
 #include "weft/task.h"
 #include "weft/time.h"
+#include "weft/websocket.h"
 
 #endif

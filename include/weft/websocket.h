@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * WebSocket (RFC 6455) over a connected stream socket: the opening
+ * handshake for either side, whole messages in and out, ping/pong and the
+ * closing handshake. No extensions (permessage-deflate is not offered or
+ * accepted) and no subprotocols.
+ *
+ *     int fd = weft_listener_accept(l, deadline);        server
+ *     weft_ws *ws;
+ *     if (weft_ws_accept(&ws, fd, deadline) == 0) {
+ *       char msg[65536];
+ *       int type;
+ *       ssize_t n;
+ *       while ((n = weft_ws_recv(ws, msg, sizeof msg, &type, WEFT_NO_DEADLINE)) >= 0 &&
+ *              type != WEFT_WS_CLOSE)
+ *         weft_ws_send(ws, type, msg, (size_t)n, WEFT_NO_DEADLINE);
+ *       weft_ws_free(ws);
+ *     }
+ *     weft_close(fd);
+ *
+ * The calls are weft's blocking calls (coroutines suspend, plain threads
+ * block) with a deadline each, WEFT_NO_DEADLINE for none. A weft_ws never
+ * closes its descriptor: weft_ws_free, then close it.
+ *
+ * Tasks: one task receives at a time (weft_ws_recv, and weft_ws_close,
+ * which reads until the peer's close); sends (weft_ws_send, weft_ws_ping)
+ * may come from other tasks meanwhile, and from each other:
+ * each frame is written whole under a lock, and the pongs and the close reply
+ * that weft_ws_recv writes take the same lock.
+ *
+ * Failures: a peer that breaks the protocol gets a close frame with the
+ * RFC's status (1002 protocol error, 1007 text that is not UTF-8, 1009 a
+ * message larger than the buffer) and the call returns -EPROTO, -EILSEQ or
+ * -EMSGSIZE. A timeout or cancel while nothing of a message has been read
+ * (weft_ws_recv waiting for the next one) leaves the connection as it was;
+ * one in the middle of a frame, in either direction, breaks it, like any
+ * transport error: every later call then returns -EPIPE.
+ */
+#ifndef WEFT_WEBSOCKET_H
+#define WEFT_WEBSOCKET_H
+
+#include "common.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct weft_ws weft_ws;
+
+/* Message types (the frame opcodes). */
+enum {
+  WEFT_WS_TEXT = 1,   /* UTF-8, checked both ways */
+  WEFT_WS_BINARY = 2,
+  WEFT_WS_CLOSE = 8,  /* weft_ws_recv: the peer closed (see weft_ws_close_code) */
+};
+
+/* Server side: reads the client's HTTP upgrade request from fd and answers
+ * it. On success *out is the connection and weft_ws_path() the request's
+ * path. A request that is not a valid WebSocket upgrade (not GET, not
+ * HTTP/1.1, missing Upgrade/Connection/Sec-WebSocket-Key, headers over 8 KiB)
+ * is answered 400 - or 426 with the version weft speaks, for a
+ * Sec-WebSocket-Version other than 13 - and the call returns -EPROTO.
+ * Also -EINVAL (out NULL, fd < 0), -ENOMEM, -ETIMEDOUT, -ECANCELED, the
+ * socket's errors (-ECONNRESET, -EPIPE when the peer went away first). */
+WEFT_API int weft_ws_accept(weft_ws **out, int fd, int64_t deadline);
+
+/* Client side: sends the upgrade request for `path` (starting with '/') on
+ * host `host` (the Host header: "example.com" or "example.com:8080") and
+ * checks the answer, Sec-WebSocket-Accept included. -EINVAL (NULL
+ * arguments, fd < 0, a path without its '/', CR or LF in host or path),
+ * -EPROTO (the server did not switch protocols, or answered wrongly),
+ * -ENOMEM, -ETIMEDOUT, -ECANCELED, the socket's errors. */
+WEFT_API int weft_ws_connect(weft_ws **out, int fd, const char *host, const char *path,
+                             int64_t deadline);
+
+/* Receives the next message into buf[0, cap), its fragments joined; answers
+ * pings on the way (pongs are consumed). Returns the message's length with
+ * *type WEFT_WS_TEXT or WEFT_WS_BINARY; or 0 with *type WEFT_WS_CLOSE when
+ * the peer closed (its close is answered if weft_ws_close has not sent one);
+ * or -EMSGSIZE (longer than cap), -EPROTO, -EILSEQ, -ECONNRESET (the
+ * connection ended without a close), -ETIMEDOUT, -ECANCELED, -EPIPE (closed
+ * or broken before), -EINVAL (NULL ws or type, buf NULL with cap > 0). */
+WEFT_API ssize_t weft_ws_recv(weft_ws *ws, void *buf, size_t cap, int *type, int64_t deadline);
+
+/* Sends one message (a single frame). 0, or -EINVAL (bad type, NULL buf
+ * with n > 0), -EILSEQ (WEFT_WS_TEXT that is not UTF-8: nothing is sent),
+ * -EPIPE (closed: weft_ws_close was called, or the connection broke),
+ * -ETIMEDOUT, -ECANCELED, the socket's errors. */
+WEFT_API int weft_ws_send(weft_ws *ws, int type, const void *buf, size_t n, int64_t deadline);
+
+/* Sends a ping with up to 125 bytes of data (-EINVAL beyond); its pong is
+ * consumed by weft_ws_recv. Errors as weft_ws_send. */
+WEFT_API int weft_ws_ping(weft_ws *ws, const void *data, size_t n, int64_t deadline);
+
+/* The closing handshake: sends a close frame with `code` (1000 normal, 1001
+ * going away, 1002-1003 and 1007-1014 as RFC 6455 7.4.1 and IANA define
+ * them, 3000-4999 for applications; else -EINVAL) and `reason` (NULL or
+ * UTF-8 of at most 123 bytes), unless one was sent already, then reads and
+ * drops messages until the peer's close comes. 0 once it has; -ETIMEDOUT at the
+ * deadline, -ECONNRESET if the connection ends first, and the errors of
+ * weft_ws_recv for a peer that breaks the protocol meanwhile. Either way no
+ * more messages can be sent. */
+WEFT_API int weft_ws_close(weft_ws *ws, int code, const char *reason, int64_t deadline);
+
+/* The status code of the peer's close frame (1005 if it had none), or 0
+ * while the peer has not closed. */
+WEFT_API int weft_ws_close_code(const weft_ws *ws);
+
+/* The path of the request weft_ws_accept answered ("" on the client side). */
+WEFT_API const char *weft_ws_path(const weft_ws *ws);
+
+/* Frees ws; does not close its descriptor. NULL is allowed. */
+WEFT_API void weft_ws_free(weft_ws *ws);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

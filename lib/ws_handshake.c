@@ -1,0 +1,374 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The WebSocket opening handshake (RFC 6455 section 4): the HTTP/1.1 upgrade
+ * request and its 101 answer, with Sec-WebSocket-Accept =
+ * base64(SHA-1(key + the RFC's GUID)). SHA-1 is here only for that (RFC 3174;
+ * not for anything that needs it to be secure).
+ */
+#include "ws_internal.h"
+
+#include "../coro/fault.h"
+#include "weft/net.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+
+#define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+#define HEADER_MAX 8192 /* the whole request or answer head */
+
+/* ---- SHA-1 and base64 ------------------------------------------------------------ */
+
+static uint32_t rol(uint32_t x, int n)
+{
+  return (x << n) | (x >> (32 - n));
+}
+
+static void sha1_block(uint32_t h[5], const unsigned char *p)
+{
+  uint32_t w[80];
+  for (int i = 0; i < 16; i++)
+    w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 |
+           p[4 * i + 3];
+  for (int i = 16; i < 80; i++)
+    w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
+  uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4];
+  for (int i = 0; i < 80; i++) {
+    uint32_t f, k;
+    if (i < 20) {
+      f = (b & c) | (~b & d);
+      k = 0x5A827999;
+    } else if (i < 40) {
+      f = b ^ c ^ d;
+      k = 0x6ED9EBA1;
+    } else if (i < 60) {
+      f = (b & c) | (b & d) | (c & d);
+      k = 0x8F1BBCDC;
+    } else {
+      f = b ^ c ^ d;
+      k = 0xCA62C1D6;
+    }
+    uint32_t t = rol(a, 5) + f + e + k + w[i];
+    e = d;
+    d = c;
+    c = rol(b, 30);
+    b = a;
+    a = t;
+  }
+  h[0] += a;
+  h[1] += b;
+  h[2] += c;
+  h[3] += d;
+  h[4] += e;
+}
+
+/* SHA-1 of m[0, n) (n < 2^61) into out[20]. */
+static void sha1(const void *m, size_t n, unsigned char out[20])
+{
+  uint32_t h[5] = {0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0};
+  const unsigned char *p = m;
+  size_t left = n;
+  for (; left >= 64; left -= 64, p += 64)
+    sha1_block(h, p);
+  unsigned char tail[128] = {0};
+  memcpy(tail, p, left);
+  tail[left] = 0x80;
+  size_t tn = left + 9 <= 64 ? 64 : 128;
+  uint64_t bits = (uint64_t)n * 8;
+  for (int i = 0; i < 8; i++)
+    tail[tn - 1 - i] = (unsigned char)(bits >> (8 * i));
+  sha1_block(h, tail);
+  if (tn == 128)
+    sha1_block(h, tail + 64);
+  for (int i = 0; i < 5; i++)
+    for (int j = 0; j < 4; j++)
+      out[4 * i + j] = (unsigned char)(h[i] >> (24 - 8 * j));
+}
+
+/* base64 of in[0, n) into out (4 * ceil(n / 3) + 1 bytes, NUL-terminated). */
+static void base64(const unsigned char *in, size_t n, char *out)
+{
+  static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  size_t o = 0;
+  for (size_t i = 0; i < n; i += 3) {
+    uint32_t v = (uint32_t)in[i] << 16;
+    if (i + 1 < n)
+      v |= (uint32_t)in[i + 1] << 8;
+    if (i + 2 < n)
+      v |= in[i + 2];
+    out[o++] = digits[v >> 18 & 63];
+    out[o++] = digits[v >> 12 & 63];
+    out[o++] = i + 1 < n ? digits[v >> 6 & 63] : '=';
+    out[o++] = i + 2 < n ? digits[v & 63] : '=';
+  }
+  out[o] = '\0';
+}
+
+void weft__ws_accept_value(const char *key, char out[29])
+{
+  char buf[128];
+  int n = snprintf(buf, sizeof(buf), "%s" WS_GUID, key);
+  unsigned char digest[20];
+  sha1(buf, (size_t)n, digest);
+  base64(digest, sizeof(digest), out);
+}
+
+/* ---- the connection object --------------------------------------------------------- */
+
+weft_ws *weft__ws_new(int fd, bool client)
+{
+  weft_ws *ws = weft__calloc(1, sizeof(*ws));
+  if (!ws)
+    return NULL;
+  /* Buffers on the heap, not the stack: a coroutine's may be 16 KiB. */
+  if (weft_reader_create(&ws->rd, fd, HEADER_MAX) < 0 ||
+      (client && !(ws->mask_buf = weft__malloc(WS_MASK_CHUNK)))) {
+    weft_reader_destroy(ws->rd);
+    free(ws);
+    return NULL;
+  }
+  ws->fd = fd;
+  ws->client = client;
+  atomic_init(&ws->close_sent, false);
+  atomic_init(&ws->close_seen, false);
+  atomic_init(&ws->broken, false);
+  weft_mutex_init(&ws->send_lock);
+  ws->masks_used = sizeof(ws->masks); /* filled on first use */
+  return ws;
+}
+
+void weft_ws_free(weft_ws *ws)
+{
+  if (!ws)
+    return;
+  weft_reader_destroy(ws->rd);
+  free(ws->mask_buf);
+  free(ws);
+}
+
+const char *weft_ws_path(const weft_ws *ws)
+{
+  return ws ? ws->path : "";
+}
+
+int weft_ws_close_code(const weft_ws *ws)
+{
+  return ws && atomic_load_explicit(&ws->close_seen, memory_order_acquire) ? ws->peer_code : 0;
+}
+
+/* ---- reading the HTTP head ------------------------------------------------------------ */
+
+struct head {
+  char first[HEADER_MAX]; /* request or status line */
+  char line[HEADER_MAX];  /* the header being read */
+  bool upgrade, connection;
+  char key[64];           /* Sec-WebSocket-Key or -Accept, "" if absent */
+  char version[16];
+};
+
+/* True if the comma-separated header value holds `token` (any case). */
+static bool has_token(const char *value, const char *token)
+{
+  size_t tl = strlen(token);
+  for (const char *p = value; *p;) {
+    while (*p == ' ' || *p == '\t' || *p == ',')
+      p++;
+    const char *start = p;
+    while (*p && *p != ',')
+      p++;
+    const char *end = p;
+    while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
+      end--;
+    if ((size_t)(end - start) == tl && strncasecmp(start, token, tl) == 0)
+      return true;
+  }
+  return false;
+}
+
+/* One line without its CRLF (or LF) into buf; -EPROTO if it does not fit in
+ * what is left of the head's budget, or the stream ends. */
+static ssize_t head_line(weft_ws *ws, char *buf, size_t cap, size_t *budget)
+{
+  if (*budget < 2)
+    return -EPROTO;
+  ssize_t n = weft_reader_read_line(ws->rd, buf, cap < *budget + 1 ? cap : *budget + 1);
+  if (n == -EMSGSIZE || n == 0)
+    return -EPROTO;
+  if (n < 0)
+    return n;
+  *budget -= (size_t)n;
+  if (buf[n - 1] != '\n')
+    return -EPROTO;
+  buf[--n] = '\0';
+  if (n > 0 && buf[n - 1] == '\r')
+    buf[--n] = '\0';
+  return n;
+}
+
+/* Reads a request or response head: its first line and the headers the
+ * handshake needs (the rest are skipped). */
+static int read_head(weft_ws *ws, struct head *h, bool request)
+{
+  size_t budget = HEADER_MAX;
+  ssize_t n = head_line(ws, h->first, sizeof(h->first), &budget);
+  if (n < 0)
+    return (int)n;
+  char *line = h->line;
+  for (;;) {
+    n = head_line(ws, line, sizeof(h->line), &budget);
+    if (n < 0)
+      return (int)n;
+    if (n == 0)
+      return 0;
+    char *colon = strchr(line, ':');
+    if (!colon || colon == line)
+      return -EPROTO;
+    *colon = '\0';
+    char *v = colon + 1;
+    while (*v == ' ' || *v == '\t')
+      v++;
+    for (char *e = v + strlen(v); e > v && (e[-1] == ' ' || e[-1] == '\t');)
+      *--e = '\0';
+    const char *keyname = request ? "Sec-WebSocket-Key" : "Sec-WebSocket-Accept";
+    if (strcasecmp(line, "Upgrade") == 0)
+      h->upgrade = has_token(v, "websocket");
+    else if (strcasecmp(line, "Connection") == 0)
+      h->connection = has_token(v, "upgrade");
+    else if (strcasecmp(line, keyname) == 0 && strlen(v) < sizeof(h->key))
+      snprintf(h->key, sizeof(h->key), "%s", v);
+    else if (request && strcasecmp(line, "Sec-WebSocket-Version") == 0 && strlen(v) < sizeof(h->version))
+      snprintf(h->version, sizeof(h->version), "%s", v);
+  }
+}
+
+static int send_text(weft_ws *ws, const char *s, int64_t deadline)
+{
+  ssize_t r = weft_send_all_dl(ws->fd, s, strlen(s), NULL, deadline);
+  return r < 0 ? (int)r : 0;
+}
+
+/* A Sec-WebSocket-Key: base64 of 16 bytes. */
+static bool key_valid(const char *k)
+{
+  if (strlen(k) != 24 || strcmp(k + 22, "==") != 0)
+    return false;
+  for (int i = 0; i < 22; i++)
+    if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", k[i]))
+      return false;
+  return true;
+}
+
+/* ---- server ------------------------------------------------------------------------------ */
+
+static int accept_request(weft_ws *ws, int64_t deadline)
+{
+  struct head *h = weft__calloc(1, sizeof(*h));
+  if (!h)
+    return -ENOMEM;
+  int r = read_head(ws, h, true);
+  char method[8], target[WS_PATH_MAX], version[16];
+  if (r == 0 && (sscanf(h->first, "%7s %2047s %15s", method, target, version) != 3 ||
+                 strcmp(method, "GET") != 0 || strcmp(version, "HTTP/1.1") != 0 ||
+                 target[0] != '/' || !h->upgrade || !h->connection || !key_valid(h->key)))
+    r = -EPROTO;
+  if (r == 0 && strcmp(h->version, "13") != 0) {
+    send_text(ws, "HTTP/1.1 426 Upgrade Required\r\nSec-WebSocket-Version: 13\r\n"
+                  "Content-Length: 0\r\nConnection: close\r\n\r\n", deadline);
+    r = -EPROTO;
+  } else if (r == -EPROTO) {
+    send_text(ws, "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+              deadline);
+  } else if (r == 0) {
+    char acc[29], resp[256];
+    weft__ws_accept_value(h->key, acc);
+    snprintf(resp, sizeof(resp),
+             "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+             "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n",
+             acc);
+    r = send_text(ws, resp, deadline);
+    if (r == 0)
+      snprintf(ws->path, sizeof(ws->path), "%s", target);
+  }
+  free(h);
+  return r;
+}
+
+int weft_ws_accept(weft_ws **out, int fd, int64_t deadline)
+{
+  if (!out || fd < 0)
+    return -EINVAL;
+  weft_ws *ws = weft__ws_new(fd, false);
+  if (!ws)
+    return -ENOMEM;
+  weft_reader_set_deadline(ws->rd, deadline);
+  int r = accept_request(ws, deadline);
+  if (r < 0) {
+    weft_ws_free(ws);
+    return r;
+  }
+  *out = ws;
+  return 0;
+}
+
+/* ---- client ------------------------------------------------------------------------------ */
+
+static bool header_safe(const char *s)
+{
+  return !strpbrk(s, "\r\n");
+}
+
+static int connect_request(weft_ws *ws, const char *host, const char *path, int64_t deadline)
+{
+  unsigned char nonce[16];
+  int saved = errno;
+  bool got = getrandom(nonce, sizeof(nonce), 0) == (ssize_t)sizeof(nonce);
+  errno = saved;
+  if (!got)
+    return -EIO;
+  char key[25], want[29];
+  base64(nonce, sizeof(nonce), key);
+  weft__ws_accept_value(key, want);
+  size_t cap = strlen(host) + strlen(path) + 256;
+  char *req = weft__malloc(cap);
+  if (!req)
+    return -ENOMEM;
+  snprintf(req, cap,
+           "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+           "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n",
+           path, host, key);
+  int r = send_text(ws, req, deadline);
+  free(req);
+  if (r < 0)
+    return r;
+  struct head *h = weft__calloc(1, sizeof(*h));
+  if (!h)
+    return -ENOMEM;
+  r = read_head(ws, h, false);
+  int status = 0;
+  if (r == 0 && (sscanf(h->first, "HTTP/1.1 %d", &status) != 1 || status != 101 ||
+                 !h->upgrade || !h->connection || strcmp(h->key, want) != 0))
+    r = -EPROTO;
+  free(h);
+  return r;
+}
+
+int weft_ws_connect(weft_ws **out, int fd, const char *host, const char *path, int64_t deadline)
+{
+  if (!out || fd < 0 || !host || !path || path[0] != '/' || !header_safe(host) ||
+      !header_safe(path) || strlen(path) >= WS_PATH_MAX || strlen(host) > HEADER_MAX)
+    return -EINVAL;
+  weft_ws *ws = weft__ws_new(fd, true);
+  if (!ws)
+    return -ENOMEM;
+  weft_reader_set_deadline(ws->rd, deadline);
+  int r = connect_request(ws, host, path, deadline);
+  if (r < 0) {
+    weft_ws_free(ws);
+    return r;
+  }
+  *out = ws;
+  return 0;
+}

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/* The WebSocket connection shared by ws_handshake.c and websocket.c. */
+#ifndef WEFT_LIB_WS_INTERNAL_H
+#define WEFT_LIB_WS_INTERNAL_H
+
+#include "weft/bufio.h"
+#include "weft/sync.h"
+#include "weft/websocket.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define WS_PATH_MAX 2048
+#define WS_MASK_CHUNK 16384 /* a client masks a copy of its payload this much at a time */
+
+struct weft_ws {
+  int fd;
+  bool client;        /* we mask what we send; the peer must not */
+  /* Shared between the receiving task and the sending ones. */
+  atomic_bool close_sent;  /* no data may follow it (set under send_lock) */
+  atomic_bool close_seen;  /* the peer's close has been read (release) */
+  atomic_bool broken;      /* a frame was cut short: the stream is unusable */
+  int peer_code;           /* the peer's close status (1005: none given) */
+  weft_reader *rd;    /* everything read, handshake included */
+  weft_mutex send_lock;
+  unsigned char masks[256]; /* random bytes for masking keys */
+  size_t masks_used;
+  unsigned char *mask_buf;  /* a client's masked copy (WS_MASK_CHUNK bytes) */
+  char path[WS_PATH_MAX];
+};
+
+/* A connection on fd with its reader; NULL for lack of memory. */
+weft_ws *weft__ws_new(int fd, bool client);
+
+/* Sec-WebSocket-Accept for a Sec-WebSocket-Key: base64(SHA-1(key + GUID)),
+ * 28 characters and a NUL. */
+void weft__ws_accept_value(const char *key, char out[29]);
+
+/* A status a close frame may carry (on the wire, either way). */
+bool weft__ws_close_code_valid(int code);
+
+/* True if s[0, n) is well-formed UTF-8 (no overlongs, surrogates, or code
+ * points above U+10FFFF). */
+bool weft__utf8_valid(const unsigned char *s, size_t n);
+
+#endif
