@@ -4,7 +4,7 @@
  *
  * A separate shared library that defines read, write, readv, writev, recv,
  * send, recvfrom, sendto, recvmsg, sendmsg, accept, accept4, connect, poll,
- * sleep, usleep and nanosleep. Linked into a program (before libc, which a
+ * select, sleep, usleep and nanosleep. Linked into a program (before libc, which a
  * shared library always is) or loaded with LD_PRELOAD, it makes those calls
  * weft's blocking calls when they are made in a coroutine: the coroutine is
  * suspended, the shard runs others. Anywhere else - a plain thread, a pool
@@ -44,7 +44,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/epoll.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -91,6 +93,7 @@ NEXT(int, accept, (int, struct sockaddr *, socklen_t *))
 NEXT(int, accept4, (int, struct sockaddr *, socklen_t *, int))
 NEXT(int, connect, (int, const struct sockaddr *, socklen_t))
 NEXT(int, poll, (struct pollfd *, nfds_t, int))
+NEXT(int, select, (int, fd_set *, fd_set *, fd_set *, struct timeval *))
 NEXT(unsigned, sleep, (unsigned))
 NEXT(int, usleep, (useconds_t))
 NEXT(int, nanosleep, (const struct timespec *, struct timespec *))
@@ -243,34 +246,35 @@ HOOK int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
   return (int)libc_result(weft_connect(fd, SA(addr), len));
 }
 
-/* ---- poll ----------------------------------------------------------------------------- */
+/* ---- poll and select ------------------------------------------------------------------ */
 
+/* The waits below take an absolute deadline, WEFT_NO_DEADLINE for none. */
 static int64_t deadline_in_ms(int timeout)
 {
   return timeout < 0 ? WEFT_NO_DEADLINE : weft_now() + (int64_t)timeout * WEFT_MSEC;
 }
 
-/* -ETIMEDOUT from a wait bounded by poll's own timeout is poll's 0; from a
- * deadline scope that ends first it is the scope's error. */
-static int poll_timed_out(int timeout, int64_t deadline)
+/* -ETIMEDOUT from a wait bounded by the call's own timeout is a timeout
+ * (0 ready); from a deadline scope that ends first it is the scope's error. */
+static int timed_out(int64_t deadline)
 {
-  return timeout >= 0 && weft_now() >= deadline ? 0 : -ETIMEDOUT;
+  return deadline >= 0 && weft_now() >= deadline ? 0 : -ETIMEDOUT;
 }
 
 /* No descriptors: poll(2) is a sleep. */
-static int poll_nothing(int timeout, int64_t deadline)
+static int poll_nothing(int64_t deadline)
 {
   for (;;) {
-    int r = timeout < 0 ? weft_sleep(3600 * WEFT_SEC) : weft_sleep_until(deadline);
+    int r = deadline < 0 ? weft_sleep(3600 * WEFT_SEC) : weft_sleep_until(deadline);
     if (r < 0)
       return r;
-    if (timeout >= 0)
+    if (deadline >= 0)
       return 0;
   }
 }
 
 /* One descriptor: one weft_poll. A bad one is POLLNVAL, as poll(2) says it. */
-static int poll_one(struct pollfd *p, int timeout, int64_t deadline)
+static int poll_one(struct pollfd *p, int64_t deadline)
 {
   int r = weft_poll_dl(p->fd, (unsigned short)p->events, deadline);
   if (r == -EBADF) {
@@ -278,7 +282,7 @@ static int poll_one(struct pollfd *p, int timeout, int64_t deadline)
     return 1;
   }
   if (r == -ETIMEDOUT)
-    return poll_timed_out(timeout, deadline);
+    return timed_out(deadline);
   if (r < 0)
     return r;
   p->revents = (short)r;
@@ -288,10 +292,10 @@ static int poll_one(struct pollfd *p, int timeout, int64_t deadline)
 /* Several: ask poll(2) without waiting; if none is ready, wait in weft_poll
  * for an epoll instance holding them all (readable once any of them is),
  * and ask again. */
-static int poll_many(struct pollfd *fds, nfds_t n, int timeout, int64_t deadline)
+static int poll_many(struct pollfd *fds, nfds_t n, int64_t deadline)
 {
   int r = (int)CALL_NEXT(poll, fds, n, 0);
-  if (r != 0 || timeout == 0)
+  if (r != 0 || (deadline >= 0 && deadline <= weft_now()))
     return r < 0 ? -errno : r;
   int ep = epoll_create1(EPOLL_CLOEXEC);
   if (ep < 0)
@@ -307,7 +311,7 @@ static int poll_many(struct pollfd *fds, nfds_t n, int timeout, int64_t deadline
   for (;;) {
     r = weft_poll_dl(ep, POLLIN, deadline);
     if (r == -ETIMEDOUT)
-      r = poll_timed_out(timeout, deadline);
+      r = timed_out(deadline);
     if (r <= 0)
       break;
     r = (int)CALL_NEXT(poll, fds, n, 0);
@@ -321,22 +325,93 @@ static int poll_many(struct pollfd *fds, nfds_t n, int timeout, int64_t deadline
   return r;
 }
 
-HOOK int poll(struct pollfd *fds, nfds_t n, int timeout)
+/* poll(2) in a coroutine: the number of ready entries, or -errno. */
+static int poll_until(struct pollfd *fds, nfds_t n, int64_t deadline)
 {
-  if (!in_coroutine())
-    return (int)CALL_NEXT(poll, fds, n, timeout);
   int saved = errno;
-  int64_t deadline = deadline_in_ms(timeout);
   for (nfds_t i = 0; i < n; i++)
     fds[i].revents = 0;
   int r;
   if (n == 0)
-    r = poll_nothing(timeout, deadline);
+    r = poll_nothing(deadline);
   else if (n == 1 && fds[0].fd >= 0)
-    r = poll_one(&fds[0], timeout, deadline);
+    r = poll_one(&fds[0], deadline);
   else
-    r = poll_many(fds, n, timeout, deadline);
+    r = poll_many(fds, n, deadline);
   errno = saved;
+  return r;
+}
+
+HOOK int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+  if (!in_coroutine())
+    return (int)CALL_NEXT(poll, fds, n, timeout);
+  return (int)libc_result(poll_until(fds, n, deadline_in_ms(timeout)));
+}
+
+/* select(2) as poll: Linux's own mapping of poll events to the three sets,
+ * EBADF for a descriptor that is not open, and *tv left with the time that
+ * remained. */
+static int select_until(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, int64_t deadline)
+{
+  struct pollfd *fds = malloc(sizeof(*fds) * (size_t)(nfds > 0 ? nfds : 1));
+  if (!fds)
+    return -ENOMEM;
+  nfds_t n = 0;
+  for (int fd = 0; fd < nfds; fd++) {
+    short ev = (short)((rd && FD_ISSET(fd, rd) ? POLLIN : 0) |
+                       (wr && FD_ISSET(fd, wr) ? POLLOUT : 0) | (ex && FD_ISSET(fd, ex) ? POLLPRI : 0));
+    if (ev)
+      fds[n++] = (struct pollfd){.fd = fd, .events = ev};
+  }
+  int r = poll_until(fds, n, deadline);
+  for (nfds_t i = 0; r >= 0 && i < n; i++)
+    if (fds[i].revents & POLLNVAL)
+      r = -EBADF;
+  if (r >= 0) {
+    r = 0;
+    for (nfds_t i = 0; i < n; i++) {
+      int fd = fds[i].fd;
+      short re = fds[i].revents;
+      bool in = re & (POLLIN | POLLHUP | POLLERR), out = re & (POLLOUT | POLLERR), pri = re & POLLPRI;
+      if (rd && FD_ISSET(fd, rd) && !in)
+        FD_CLR(fd, rd);
+      if (wr && FD_ISSET(fd, wr) && !out)
+        FD_CLR(fd, wr);
+      if (ex && FD_ISSET(fd, ex) && !pri)
+        FD_CLR(fd, ex);
+      r += (rd && FD_ISSET(fd, rd)) + (wr && FD_ISSET(fd, wr)) + (ex && FD_ISSET(fd, ex));
+    }
+  }
+  free(fds);
+  return r;
+}
+
+HOOK int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
+{
+  if (!in_coroutine())
+    return (int)CALL_NEXT(select, nfds, rd, wr, ex, tv);
+  if (nfds < 0 || nfds > FD_SETSIZE ||
+      (tv && (tv->tv_sec < 0 || tv->tv_usec < 0 || tv->tv_usec >= 1000000))) {
+    errno = EINVAL;
+    return -1;
+  }
+  int64_t deadline = WEFT_NO_DEADLINE;
+  if (tv) {
+    int64_t ns = tv->tv_sec > (INT64_MAX - 999999999) / WEFT_SEC
+                     ? INT64_MAX
+                     : (int64_t)tv->tv_sec * WEFT_SEC + (int64_t)tv->tv_usec * WEFT_USEC;
+    int64_t now = weft_now();
+    deadline = ns > INT64_MAX - now ? INT64_MAX : now + ns;
+  }
+  int r = select_until(nfds, rd, wr, ex, deadline);
+  if (tv) {
+    int64_t left = deadline - weft_now();
+    if (left < 0)
+      left = 0;
+    tv->tv_sec = (time_t)(left / WEFT_SEC);
+    tv->tv_usec = (suseconds_t)(left % WEFT_SEC / WEFT_USEC);
+  }
   return (int)libc_result(r);
 }
 

@@ -98,6 +98,12 @@ int legacy_poll(struct pollfd *fds, nfds_t n, int timeout_ms)
   return r < 0 ? -errno : r;
 }
 
+int legacy_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
+{
+  int r = select(nfds, rd, wr, ex, tv);
+  return r < 0 ? -errno : r;
+}
+
 int legacy_nanosleep(const struct timespec *req, struct timespec *rem)
 {
   return nanosleep(req, rem) < 0 ? -errno : 0;

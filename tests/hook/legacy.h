@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/select.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -31,6 +32,8 @@ int legacy_accept(int lfd, int flags);
 ssize_t legacy_client(uint16_t port, const char *msg, char *reply, size_t cap);
 /* poll(2): its result, or -errno. */
 int legacy_poll(struct pollfd *fds, nfds_t n, int timeout_ms);
+/* select(2): its result, or -errno. */
+int legacy_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv);
 /* nanosleep(2): 0 or -errno, the remaining time in *rem. */
 int legacy_nanosleep(const struct timespec *req, struct timespec *rem);
 /* usleep(3): 0 or -errno. */

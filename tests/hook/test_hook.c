@@ -261,6 +261,94 @@ Test(hook, poll_waits_as_a_coroutine, .timeout = 30)
   rt_assert_clean();
 }
 
+/* ---- select -------------------------------------------------------------------------------- */
+
+struct selecter {
+  int fd;
+  fd_set rd;
+  int result;
+};
+
+static void *selecter(void *arg)
+{
+  struct selecter *s = arg;
+  FD_ZERO(&s->rd);
+  FD_SET(s->fd, &s->rd);
+  s->result = legacy_select(s->fd + 1, &s->rd, NULL, NULL, NULL);
+  return NULL;
+}
+
+static void *select_main(void *arg)
+{
+  (void)arg;
+  int a[2], b[2];
+  CO_EQ(io_pipe(a), 0);
+  CO_EQ(io_pipe(b), 0);
+  /* Waiting without a timeout on the only shard: woken by a later write. */
+  struct selecter s = {.fd = a[0]};
+  weft_task *t;
+  CO_EQ(io_spawn_on(&t, 0, selecter, &s), 0);
+  CO_CHECK(io_wait_suspended(1));
+  CO_EQ(write(a[1], "s", 1), 1);
+  CO_EQ(weft_join(t, NULL), 0);
+  CO_EQ(s.result, 1);
+  CO_CHECK(FD_ISSET(a[0], &s.rd));
+
+  /* Three sets: a readable pipe, a writable one, and bits cleared for the
+   * rest; the count is of bits set. */
+  fd_set rd, wr, ex;
+  FD_ZERO(&rd);
+  FD_ZERO(&wr);
+  FD_ZERO(&ex);
+  FD_SET(a[0], &rd);
+  FD_SET(b[0], &rd);
+  FD_SET(b[1], &wr);
+  FD_SET(b[0], &ex);
+  int nfds = (a[0] > b[1] ? a[0] : b[1]) + 1;
+  struct timeval tv = {5, 0};
+  CO_EQ(legacy_select(nfds, &rd, &wr, &ex, &tv), 2);
+  CO_CHECK(FD_ISSET(a[0], &rd) && !FD_ISSET(b[0], &rd));
+  CO_CHECK(FD_ISSET(b[1], &wr));
+  CO_CHECK(!FD_ISSET(b[0], &ex));
+  CO_CHECK(tv.tv_sec <= 5 && (tv.tv_sec > 0 || tv.tv_usec > 0)); /* what remained */
+
+  /* Nothing ready: 0 at the timeout, the sets emptied, no time left. */
+  char c;
+  CO_EQ(read(a[0], &c, 1), 1);
+  FD_ZERO(&rd);
+  FD_SET(a[0], &rd);
+  tv = (struct timeval){0, 20000};
+  int64_t t0 = weft_now();
+  CO_EQ(legacy_select(a[0] + 1, &rd, NULL, NULL, &tv), 0);
+  CO_CHECK(weft_now() >= t0 + 20 * WEFT_MSEC);
+  CO_CHECK(!FD_ISSET(a[0], &rd));
+  CO_CHECK(tv.tv_sec == 0 && tv.tv_usec == 0);
+
+  /* A hang-up is readable; a closed descriptor is EBADF; bad arguments. */
+  close(b[1]);
+  FD_ZERO(&rd);
+  FD_SET(b[0], &rd);
+  CO_EQ(legacy_select(b[0] + 1, &rd, NULL, NULL, NULL), 1);
+  FD_ZERO(&rd);
+  FD_SET(b[1], &rd); /* closed above */
+  CO_EQ(legacy_select(b[1] + 1, &rd, NULL, NULL, NULL), -EBADF);
+  tv = (struct timeval){0, 1000000};
+  CO_EQ(legacy_select(1, NULL, NULL, NULL, &tv), -EINVAL);
+  CO_EQ(legacy_select(-1, NULL, NULL, NULL, NULL), -EINVAL);
+  /* No descriptors: a sleep. */
+  tv = (struct timeval){0, 10000};
+  CO_EQ(legacy_select(0, NULL, NULL, NULL, &tv), 0);
+  close(b[0]);
+  io_close_pipe(a);
+  return NULL;
+}
+
+Test(hook, select_waits_as_a_coroutine, .timeout = 30)
+{
+  rt_run(1, select_main, NULL);
+  rt_assert_clean();
+}
+
 /* ---- sleeps -------------------------------------------------------------------------------- */
 
 struct sleeper {
