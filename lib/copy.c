@@ -54,14 +54,26 @@
 
 /* ---- weft_splice ----------------------------------------------------------------- */
 
+static bool o_nonblock(int fd)
+{
+  int fl = fcntl(fd, F_GETFL);
+  return fl >= 0 && (fl & O_NONBLOCK);
+}
+
 /* Plain thread. With a deadline, the wait is poll(2) on both sides and the
  * splice runs with SPLICE_F_NONBLOCK (which covers the pipe side; a socket
- * side was just reported ready), polling again on -EAGAIN. */
+ * side was just reported ready), polling again on -EAGAIN - unless a side is
+ * O_NONBLOCK: as splice(2) itself, and as io_uring's splice in a coroutine,
+ * the call then does not wait for it and says -EAGAIN. */
 static ssize_t plain_splice(int fd_in, int64_t *off_in, int fd_out, int64_t *off_out, size_t n,
                             unsigned flags, int64_t deadline)
 {
+  if (deadline >= 0 && deadline <= weft__now())
+    return -ETIMEDOUT; /* as everywhere: a passed deadline starts nothing */
   int saved = errno;
   loff_t oi = off_in ? *off_in : 0, oo = off_out ? *off_out : 0;
+  if (deadline >= 0 && (o_nonblock(fd_in) || o_nonblock(fd_out)))
+    deadline = -1; /* no wait left to bound */
   unsigned f = deadline >= 0 ? flags | SPLICE_F_NONBLOCK : flags;
   ssize_t res;
   for (;;) {

@@ -167,7 +167,8 @@ WEFT_API ssize_t weft_writer_write_frame(weft_writer *w, const void *buf, size_t
  * a pipe), 0 at end of file. In a coroutine it runs on an io_uring worker
  * thread, which the deadline and weft_cancel interrupt; on a plain thread it
  * is splice(2), and the deadline bounds the wait for both sides with
- * poll(2).
+ * poll(2). A side the caller made O_NONBLOCK is not waited for, either way:
+ * -EAGAIN when it has nothing (or no room).
  *
  * Beware: while a splice between a socket and a pipe waits for the socket,
  * the kernel holds the pipe's lock, so every other read or write of that

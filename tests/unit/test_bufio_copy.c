@@ -389,6 +389,44 @@ Test(bufio, copy_deadline_on_silent_source, .timeout = 30)
   finish();
 }
 
+/* A descriptor the caller made O_NONBLOCK keeps its semantics: -EAGAIN at
+ * once when it has nothing, deadline or not, in a coroutine and on a plain
+ * thread alike. */
+static void *nonblocking_body(void *arg)
+{
+  (void)arg;
+  int sv[2], out[2], p[2];
+  CO_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
+  CO_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, out), 0);
+  CO_EQ(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
+  size_t done = 7;
+  int64_t far = weft_now() + 10 * WEFT_SEC;
+  CO_EQ(weft_copy(sv[0], NULL, out[0], 10, &done), -EAGAIN);
+  CO_EQ(done, 0);
+  CO_EQ(weft_copy_dl(sv[0], NULL, out[0], 10, &done, far), -EAGAIN);
+  CO_EQ(weft_splice_dl(p[0], NULL, out[0], NULL, 10, 0, far), -EAGAIN);
+  /* A passed deadline still fails first, even with data there. */
+  CO_EQ(write(p[1], "d", 1), 1);
+  CO_EQ(weft_splice_dl(p[0], NULL, out[0], NULL, 10, 0, weft_now() - 1), -ETIMEDOUT);
+  char d;
+  CO_EQ(read(p[0], &d, 1), 1);
+  /* With data there, it moves. */
+  CO_EQ(write(sv[1], "abc", 3), 3);
+  CO_EQ(weft_copy_dl(sv[0], NULL, out[0], 3, &done, far), 3);
+  char buf[4];
+  CO_EQ(read(out[1], buf, sizeof(buf)), 3);
+  close2(sv);
+  close2(out);
+  close2(p);
+  return NULL;
+}
+
+Test(bufio, copy_and_splice_keep_o_nonblock, .timeout = 30)
+{
+  run_both(nonblocking_body, NULL);
+  finish();
+}
+
 static void *copy_errors_body(void *arg)
 {
   (void)arg;
