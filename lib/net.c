@@ -20,6 +20,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <stdbool.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -309,6 +310,38 @@ static int finish_connect(int fd, int64_t deadline)
   return -err;
 }
 
+/* A Unix-domain connect waits for room in the listener's backlog, which
+ * poll(2) cannot wait for (a non-blocking one fails with EAGAIN): bounded
+ * instead by SO_SNDTIMEO, which that wait honours, set for the call. */
+static int unix_connect_until(int fd, const struct sockaddr *addr, socklen_t len, int64_t deadline)
+{
+  struct timeval old;
+  socklen_t ol = sizeof(old);
+  if (getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &old, &ol) < 0)
+    return -errno;
+  int r;
+  for (;;) {
+    int64_t left = deadline - weft__now();
+    if (left <= 0) {
+      r = -ETIMEDOUT;
+      break;
+    }
+    int64_t us = (left + 999) / 1000;
+    struct timeval tv = {.tv_sec = (time_t)(us / 1000000), .tv_usec = (suseconds_t)(us % 1000000)};
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0) {
+      r = -errno;
+      break;
+    }
+    r = connect(fd, addr, len) < 0 ? -errno : 0;
+    if (r == -EAGAIN)
+      r = -ETIMEDOUT; /* the send timeout ran out while the backlog stayed full */
+    if (r != -EINTR)
+      break;
+  }
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &old, sizeof(old));
+  return r;
+}
+
 /* With a deadline the socket is made O_NONBLOCK for the call, so that the
  * wait is poll(2)'s; a failed connect leaves the socket to be closed anyway. */
 static int plain_connect(int fd, const struct sockaddr *addr, socklen_t len, int64_t deadline)
@@ -321,6 +354,11 @@ static int plain_connect(int fd, const struct sockaddr *addr, socklen_t len, int
       goto out;
     }
     fl = fcntl(fd, F_GETFL);
+    if (fl >= 0 && !(fl & O_NONBLOCK) && addr && len >= sizeof(sa_family_t) &&
+        addr->sa_family == AF_UNIX) {
+      r = unix_connect_until(fd, addr, len, deadline);
+      goto out;
+    }
     if (fl < 0) {
       r = -errno;
       goto out;

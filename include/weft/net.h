@@ -30,7 +30,8 @@
  *
  * On a plain thread the calls run the ordinary system call, with poll(2) for
  * the deadline: transfers then use MSG_DONTWAIT and wait in poll(2), connect
- * makes the socket O_NONBLOCK for the call. accept on a blocking listener
+ * makes the socket O_NONBLOCK for the call (a Unix-domain one is bounded by
+ * SO_SNDTIMEO instead, see weft_connect). accept on a blocking listener
  * waits in poll(2) and then calls accept4(2): if another thread takes the
  * connection in between, the call can wait past its deadline.
  */
@@ -62,9 +63,11 @@ WEFT_API int weft_accept_dl(int fd, struct sockaddr *addr, socklen_t *len, int f
 
 /* connect(2): 0 once connected (-ECONNREFUSED, -ETIMEDOUT, ...). After a
  * failure (deadline included) the socket must be closed, as with connect(2).
- * One exception to "never -EAGAIN": a Unix-domain connect whose listener's
- * backlog is full returns -EAGAIN on a plain thread and for an O_NONBLOCK
- * socket - the kernel offers nothing to wait on for room in a backlog. */
+ * A Unix-domain connect whose listener's backlog is full waits for room
+ * (bounded by the deadline: on a plain thread through SO_SNDTIMEO, set for
+ * the call); one exception to "never -EAGAIN" remains: an O_NONBLOCK
+ * Unix-domain socket gets -EAGAIN then - the kernel offers nothing to poll
+ * for room in a backlog. */
 WEFT_API int weft_connect(int fd, const struct sockaddr *addr, socklen_t len);
 WEFT_API int weft_connect_dl(int fd, const struct sockaddr *addr, socklen_t len, int64_t deadline);
 

@@ -250,6 +250,62 @@ Test(net, unix_stale_socket, .timeout = 30, .init = mk_tmpdir, .fini = rm_tmpdir
   rt_assert_no_leaks();
 }
 
+/* A Unix-domain connect to a full backlog waits for room, bounded by its
+ * deadline: -ETIMEDOUT, never -EAGAIN, on a plain thread as in a coroutine;
+ * and it completes once the server accepts. */
+static void *accept_later(void *arg)
+{
+  int l = *(int *)arg;
+  io_busy(20 * WEFT_MSEC);
+  return (void *)(intptr_t)accept4(l, NULL, NULL, SOCK_CLOEXEC);
+}
+
+static void *full_backlog_body(void *arg)
+{
+  (void)arg;
+  char p[PATH_MAX];
+  snprintf(p, sizeof(p), "%s/full", tmpdir);
+  int l = weft_unix_listen(p, SOCK_STREAM, 0);
+  CO_CHECK(l >= 0);
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  snprintf(sa.sun_path, sizeof(sa.sun_path), "%.*s", (int)sizeof(sa.sun_path) - 1, p);
+  /* Backlog 0: the first connection waits to be accepted, the next finds
+   * the backlog full. */
+  int first = weft_socket(AF_UNIX, SOCK_STREAM, 0);
+  CO_EQ(weft_connect_dl(first, (struct sockaddr *)&sa, sizeof(sa), weft_now() + 5 * WEFT_SEC), 0);
+  int c = weft_socket(AF_UNIX, SOCK_STREAM, 0);
+  int64_t t0 = weft_now();
+  CO_EQ(weft_connect_dl(c, (struct sockaddr *)&sa, sizeof(sa), t0 + 20 * WEFT_MSEC), -ETIMEDOUT);
+  CO_CHECK(weft_now() >= t0 + 20 * WEFT_MSEC);
+  close(c);
+  /* Room comes (a thread accepts the first): the waiting connect completes. */
+  pthread_t th;
+  CO_EQ(pthread_create(&th, NULL, accept_later, &l), 0);
+  c = weft_socket(AF_UNIX, SOCK_STREAM, 0);
+  CO_EQ(weft_connect_dl(c, (struct sockaddr *)&sa, sizeof(sa), weft_now() + 10 * WEFT_SEC), 0);
+  void *accepted;
+  pthread_join(th, &accepted);
+  CO_CHECK((intptr_t)accepted >= 0);
+  /* The socket's own send timeout is as it was. */
+  struct timeval tv = {1, 1};
+  socklen_t tl = sizeof(tv);
+  CO_EQ(getsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, &tl), 0);
+  CO_CHECK(tv.tv_sec == 0 && tv.tv_usec == 0);
+  close((int)(intptr_t)accepted);
+  close(c);
+  close(first);
+  close(l);
+  return NULL;
+}
+
+Test(net, unix_connect_waits_for_backlog_room, .timeout = 30, .init = mk_tmpdir, .fini = rm_tmpdir)
+{
+  rt_run(1, full_backlog_body, NULL);
+  rt_assert_clean();
+  full_backlog_body(NULL);
+  rt_assert_clean();
+}
+
 /* ---- shutdown, addresses, options ----------------------------------------------- */
 
 static void *shutdown_body(void *arg)
