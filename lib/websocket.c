@@ -6,6 +6,8 @@
  */
 #include "ws_internal.h"
 
+#include "bufio_internal.h"
+
 #include "weft/fs.h"
 #include "weft/io.h"
 
@@ -83,26 +85,6 @@ static int next_mask(weft_ws *ws, unsigned char key[4])
   return 0;
 }
 
-/* Writes all of iov[0, cnt) (cnt <= 2), across short writes. */
-static int write_all(int fd, struct iovec *iov, int cnt, int64_t deadline)
-{
-  while (cnt > 0) {
-    ssize_t w = weft_writev_dl(fd, iov, cnt, deadline);
-    if (w < 0)
-      return (int)w;
-    while (cnt > 0 && (size_t)w >= iov->iov_len) {
-      w -= (ssize_t)iov->iov_len;
-      iov++;
-      cnt--;
-    }
-    if (cnt > 0) {
-      iov->iov_base = (char *)iov->iov_base + w;
-      iov->iov_len -= (size_t)w;
-    }
-  }
-  return 0;
-}
-
 /* One frame with FIN set, under the send lock. A failure after the first
  * byte went out leaves a frame cut short on the wire: the connection is
  * broken then. */
@@ -133,7 +115,7 @@ static int write_frame_locked(weft_ws *ws, int op, const void *data, size_t n, i
   struct iovec iov[2] = {{hdr, h}, {(void *)data, n}};
   int r = 0;
   if (!ws->client) {
-    r = write_all(ws->fd, iov, n ? 2 : 1, deadline);
+    r = weft__bufio_writev_all(ws->fd, iov, n ? 2 : 1, deadline);
   } else {
     /* The payload goes out masked, from a copy, a chunk at a time (the
      * copy is the connection's: frames are written under the send lock). */
@@ -146,7 +128,7 @@ static int write_frame_locked(weft_ws *ws, int op, const void *data, size_t n, i
       for (size_t i = 0; i < k; i++)
         chunk[i] = p[done + i] ^ key[(done + i) & 3];
       iov[cnt] = (struct iovec){chunk, k};
-      r = write_all(ws->fd, iov, cnt + 1, deadline);
+      r = weft__bufio_writev_all(ws->fd, iov, cnt + 1, deadline);
       done += k;
       cnt = 0; /* the header went with the first chunk */
     } while (r == 0 && done < n);
