@@ -4,12 +4,12 @@
  *
  * A separate shared library that defines read, write, readv, writev, recv,
  * send, recvfrom, sendto, recvmsg, sendmsg, accept, accept4, connect, poll,
- * select, sleep, usleep and nanosleep. Linked into a program (before libc, which a
- * shared library always is) or loaded with LD_PRELOAD, it makes those calls
- * weft's blocking calls when they are made in a coroutine: the coroutine is
- * suspended, the shard runs others. Anywhere else - a plain thread, a pool
- * thread, weft's own scheduler - they are the next definition's (libc's, or
- * a sanitizer's in front of it), untouched.
+ * select, sleep, usleep and nanosleep. Linked into a program (before libc,
+ * which a shared library always is) or loaded with LD_PRELOAD, it makes those
+ * calls weft's blocking calls when they are made in a coroutine: the
+ * coroutine is suspended, the shard runs others. Anywhere else - a plain
+ * thread, a pool thread, weft's own scheduler - they are the next
+ * definition's (libc's, or a sanitizer's in front of it), untouched.
  *
  * In a coroutine the results are libc's (-1 and errno) with weft's rules:
  * a deadline scope bounds every call (ETIMEDOUT), a cancelled task gets
@@ -30,9 +30,11 @@
  * which may block on it: the shard deadlocks (use weft_mutex). And a signal
  * handler that interrupts a coroutine and calls, say, write() on a blocking
  * descriptor would suspend the coroutine from inside the handler: keep the
- * self-pipe non-blocking, as usual, or wait with weft_signal_wait instead. What stays as it was: stdio (glibc calls read and write inside
- * itself, not through these symbols), and socket timeouts (SO_RCVTIMEO and
- * SO_SNDTIMEO are not consulted: use a deadline scope).
+ * self-pipe non-blocking, as usual, or wait with weft_signal_wait instead.
+ *
+ * What stays as it was: stdio (glibc calls read and write inside itself, not
+ * through these symbols), pselect, ppoll and epoll_wait, and socket timeouts
+ * (SO_RCVTIMEO and SO_SNDTIMEO are not consulted: use a deadline scope).
  */
 #include "weft.h"
 
@@ -349,9 +351,23 @@ HOOK int poll(struct pollfd *fds, nfds_t n, int timeout)
   return (int)libc_result(poll_until(fds, n, deadline_in_ms(timeout)));
 }
 
+static bool in_set(const fd_set *s, int fd)
+{
+  return s && FD_ISSET(fd, s);
+}
+
+/* Leaves fd in set s only if it is ready for what s asks; 1 if it stays. */
+static int keep(fd_set *s, int fd, bool ready)
+{
+  if (!in_set(s, fd))
+    return 0;
+  if (!ready)
+    FD_CLR(fd, s);
+  return ready;
+}
+
 /* select(2) as poll: Linux's own mapping of poll events to the three sets,
- * EBADF for a descriptor that is not open, and *tv left with the time that
- * remained. */
+ * and EBADF for a descriptor that is not open. */
 static int select_until(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, int64_t deadline)
 {
   struct pollfd *fds = malloc(sizeof(*fds) * (size_t)(nfds > 0 ? nfds : 1));
@@ -359,8 +375,8 @@ static int select_until(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, int64_t de
     return -ENOMEM;
   nfds_t n = 0;
   for (int fd = 0; fd < nfds; fd++) {
-    short ev = (short)((rd && FD_ISSET(fd, rd) ? POLLIN : 0) |
-                       (wr && FD_ISSET(fd, wr) ? POLLOUT : 0) | (ex && FD_ISSET(fd, ex) ? POLLPRI : 0));
+    short ev = (short)((in_set(rd, fd) ? POLLIN : 0) | (in_set(wr, fd) ? POLLOUT : 0) |
+                       (in_set(ex, fd) ? POLLPRI : 0));
     if (ev)
       fds[n++] = (struct pollfd){.fd = fd, .events = ev};
   }
@@ -373,14 +389,8 @@ static int select_until(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, int64_t de
     for (nfds_t i = 0; i < n; i++) {
       int fd = fds[i].fd;
       short re = fds[i].revents;
-      bool in = re & (POLLIN | POLLHUP | POLLERR), out = re & (POLLOUT | POLLERR), pri = re & POLLPRI;
-      if (rd && FD_ISSET(fd, rd) && !in)
-        FD_CLR(fd, rd);
-      if (wr && FD_ISSET(fd, wr) && !out)
-        FD_CLR(fd, wr);
-      if (ex && FD_ISSET(fd, ex) && !pri)
-        FD_CLR(fd, ex);
-      r += (rd && FD_ISSET(fd, rd)) + (wr && FD_ISSET(fd, wr)) + (ex && FD_ISSET(fd, ex));
+      r += keep(rd, fd, re & (POLLIN | POLLHUP | POLLERR)) + keep(wr, fd, re & (POLLOUT | POLLERR)) +
+           keep(ex, fd, re & POLLPRI);
     }
   }
   free(fds);

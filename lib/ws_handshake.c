@@ -239,7 +239,8 @@ static int read_head(weft_ws *ws, struct head *h, bool request)
       h->connection = has_token(v, "upgrade");
     else if (strcasecmp(line, keyname) == 0 && strlen(v) < sizeof(h->key))
       snprintf(h->key, sizeof(h->key), "%s", v);
-    else if (request && strcasecmp(line, "Sec-WebSocket-Version") == 0 && strlen(v) < sizeof(h->version))
+    else if (request && strcasecmp(line, "Sec-WebSocket-Version") == 0 &&
+             strlen(v) < sizeof(h->version))
       snprintf(h->version, sizeof(h->version), "%s", v);
   }
 }
