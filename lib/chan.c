@@ -22,12 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool weft__chan_cancelled(void)
-{
-  weft_task *t = weft__task_self();
-  return t && atomic_load_explicit(&t->cancelled, memory_order_relaxed);
-}
-
 /* ---- life ---------------------------------------------------------------------------- */
 
 int weft_chan_create(weft_chan **out, size_t elem_size, size_t capacity)

@@ -163,7 +163,4 @@ static inline int weft__chan_recv_locked(weft_chan *c, void *elem, weft__waiter 
   return atomic_load_explicit(&c->closed, memory_order_relaxed) ? -EPIPE : -EAGAIN;
 }
 
-/* True when the calling task has been cancelled (false on a plain thread). */
-bool weft__chan_cancelled(void);
-
 #endif

@@ -277,12 +277,17 @@ static inline weft_task *weft__task_self(void)
 {
   return (weft_task *)(void *)weft__coro_self();
 }
+/* True in a task that has been cancelled (false on a plain thread). */
+static inline bool weft__self_cancelled(void)
+{
+  weft_task *t = weft__task_self();
+  return t && atomic_load_explicit(&t->cancelled, memory_order_relaxed);
+}
 /* What a wait that need not wait returns: -ECANCELED in a cancelled task
  * (a cancel fails every blocking call, ready or not), else 0. */
 static inline int weft__ready_result(void)
 {
-  weft_task *t = weft__task_self();
-  return t && atomic_load_explicit(&t->cancelled, memory_order_relaxed) ? -ECANCELED : 0;
+  return weft__self_cancelled() ? -ECANCELED : 0;
 }
 
 /* ---- shard (lib/shard.c) ---------------------------------------------------- */

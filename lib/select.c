@@ -168,7 +168,7 @@ int weft_select(weft_select_case *cases, size_t n, int64_t deadline)
   if (enabled < 0)
     return enabled;
   bool poll = deadline == 0;
-  if (!poll && weft__chan_cancelled())
+  if (!poll && weft__self_cancelled())
     return -ECANCELED;
 
   /* One block on the stack covers the usual small select. */
