@@ -15,9 +15,10 @@
  *
  * Threads: everything here runs on the listener's shard - the CQEs are
  * reaped there, and its opener stays there (task->pinned_ops) - so the
- * listener needs no lock; accept and close must be called on that shard
- * (by the opener, or by another task on it: the opener is referenced until
- * the close, which may come after it returned).
+ * listener needs no lock; accept must be called on that shard (by the
+ * opener, or by another task on it: the opener is referenced until the
+ * close, which may come after it returned), and a close from anywhere else
+ * is done there by a helper task.
  * Memory: the struct is freed only after the op's last CQE, which close
  * waits for even in a cancelled task. A listener nobody closed is cancelled
  * once every task has returned (weft__listener_sweep) and freed after its
@@ -28,7 +29,6 @@
 #include "../coro/fault.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -259,16 +259,9 @@ static void close_queued(weft_listener *l)
   errno = saved;
 }
 
-void weft_listener_close(weft_listener *l)
+/* The close itself, by a task on l's shard. */
+static void close_here(weft_listener *l)
 {
-  if (!l)
-    return;
-  if (weft__shard_self() != l->sh) {
-    /* Not recoverable: the op and its queue belong to that shard, and the
-     * struct may not be freed while the kernel still posts to it. */
-    fprintf(stderr, "weft: weft_listener_close called off the listener's shard\n");
-    abort();
-  }
   request_cancel(l);
   /* Even a cancelled task waits here: l must outlive the op's last CQE. */
   while (l->armed)
@@ -279,6 +272,42 @@ void weft_listener_close(weft_listener *l)
   weft__task_release(l->owner);
   free(l->q);
   free(l);
+}
+
+static void *close_task(void *arg)
+{
+  close_here(arg);
+  return NULL;
+}
+
+/* A close from another shard or a plain thread: the op and the queue
+ * belong to l's shard, so a task pinned there does it while the caller
+ * waits. That wait ignores the caller's cancellation: when close returns,
+ * the caller may close the socket and free what the listener used. A
+ * helper that cannot be started (no memory for it, or the runtime is
+ * stopping, which also cancels it before it runs) leaves l open on its
+ * shard's list, where the end of the runtime sweeps it as it does every
+ * listener nobody closed - never a free while the kernel may post to l. */
+static void close_elsewhere(weft_listener *l)
+{
+  weft_spawn_opts o;
+  weft_spawn_opts_init(&o);
+  o.placement = WEFT_PLACE_PINNED;
+  o.shard = l->sh->id;
+  o.name = "listener-close";
+  weft_task *t;
+  if (weft_runtime_submit(l->sh->rt, &o, close_task, l, &t) == 0)
+    weft__task_join_uncancellable(t);
+}
+
+void weft_listener_close(weft_listener *l)
+{
+  if (!l)
+    return;
+  if (weft__shard_self() == l->sh)
+    close_here(l);
+  else
+    close_elsewhere(l);
 }
 
 void weft__listener_sweep(weft__shard *sh)

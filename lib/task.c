@@ -302,6 +302,12 @@ int weft_join_dl(weft_task *t, void **ret, int64_t deadline)
   return r;
 }
 
+void weft__task_join_uncancellable(weft_task *t)
+{
+  wait_done(t, WEFT_NO_DEADLINE, true);
+  weft__task_release(t);
+}
+
 int weft_join(weft_task *t, void **ret)
 {
   return weft_join_dl(t, ret, WEFT_NO_DEADLINE);

@@ -164,7 +164,8 @@ WEFT_API int weft_udp_bind(const char *host, const char *port);
  * that opened it (that task stays on its shard until the listener is
  * closed), so a busy listener gets connections without one submission per
  * accept. Where the kernel lacks multishot accept it accepts one at a time,
- * with the same results. Used by one task at a time, on that shard.
+ * with the same results. Accepted from by one task at a time, on that shard;
+ * closed from anywhere.
  *
  * Connections are accepted as they come and queued in the listener (up to
  * 1024; then it stops accepting until the queue is drained, leaving the rest
@@ -194,9 +195,13 @@ WEFT_API int weft_listener_accept(weft_listener *l, int64_t deadline);
 
 /* Cancels the multishot accept, waits for its last completion (even in a
  * cancelled task), closes the connections accepted but not handed out, and
- * frees l. Must be called from a coroutine on the listener's shard (the
- * process is aborted otherwise: l could not be freed safely); NULL is a
- * no-op. */
+ * frees l; the listening socket may be closed once it returns. From any
+ * coroutine or plain thread: off the listener's shard a task pinned there
+ * does the work while the caller waits (its cancellation does not end that
+ * wait). Not while another task waits in weft_listener_accept on l, nor
+ * after the runtime ended (l was freed with it). If no task can be started
+ * for it - no memory, or the runtime is stopping - l stays open until the
+ * runtime's end closes it, as a listener nobody closed. NULL is a no-op. */
 WEFT_API void weft_listener_close(weft_listener *l);
 
 #ifdef __cplusplus

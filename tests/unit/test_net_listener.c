@@ -2,10 +2,12 @@
 /*
  * Suite "net", part 3 - the multishot listener: 1100 connections (more than
  * it queues), the one-at-a-time fallback, close with queued connections,
- * deadlines, cancellation, hand-over between shards, and -EPERM on a plain
- * thread.
+ * deadlines, cancellation, hand-over between shards, -EPERM on a plain
+ * thread, and closing from another shard or a plain thread.
  */
 #include "net_test.h"
+
+#include <poll.h>
 
 /* ---- the multishot listener -------------------------------------------------------- */
 
@@ -266,4 +268,126 @@ Test(net, listener_plain_thread, .timeout = 10)
   cr_assert_eq(weft_listener_open(&l, lfd, 0), -EPERM);
   cr_assert_eq(weft_listener_accept((weft_listener *)&lfd, 0), -EPERM);
   close(lfd);
+}
+
+/* ---- closing from elsewhere ----------------------------------------------------- */
+
+/* True when a connection waits in lfd's backlog: nothing accepts it. */
+static bool in_backlog(int lfd)
+{
+  struct pollfd p = {.fd = lfd, .events = POLLIN};
+  return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+struct far {
+  int lfd;
+  char port[8];
+  weft_listener *l;
+  int client;   /* connected, and accepted into l's queue */
+  int fds_open; /* descriptors with l open and that connection queued */
+};
+
+static void *far_opener(void *arg)
+{
+  struct far *f = arg;
+  CO_EQ(weft_listener_open(&f->l, f->lfd, 0), 0);
+  return NULL;
+}
+
+/* A listener opened on shard 1 by a task that has returned, with one
+ * connection queued in it. */
+static void far_setup(struct far *f, weft_task *opener)
+{
+  void *ret;
+  CO_EQ(weft_join(opener, &ret), 0);
+  int base = count_fds();
+  f->client = weft_tcp_connect("127.0.0.1", f->port);
+  CO_CHECK(f->client >= 0);
+  CO_CHECK(RT_POLL(count_fds() == base + 2)); /* the client and the accepted one */
+  f->fds_open = base + 2;
+}
+
+/* After the close: the queued connection was closed (the client reads the
+ * end), and no accept is armed any more - a new connection stays in the
+ * kernel's backlog. */
+static void far_check_closed(struct far *f)
+{
+  CO_EQ(count_fds(), f->fds_open - 1);
+  char b;
+  CO_EQ(recv(f->client, &b, 1, 0), 0);
+  close(f->client);
+  int c = weft_tcp_connect("127.0.0.1", f->port);
+  CO_CHECK(c >= 0);
+  weft_sleep(50 * WEFT_MSEC); /* an armed accept would take it by then */
+  CO_CHECK(in_backlog(f->lfd));
+  close(c);
+  close(f->lfd);
+}
+
+/* Keeps shard 1 busy for 100 ms, so that a task queued there does not
+ * start before its caller's cancellation could reach it. */
+static atomic_bool hog_running;
+
+static void *hog(void *arg)
+{
+  (void)arg;
+  atomic_store(&hog_running, true);
+  for (int64_t end = weft_now() + 100 * WEFT_MSEC; weft_now() < end;)
+    ;
+  return NULL;
+}
+
+/* Closes from shard 0, in a task cancelled beforehand, while shard 1 is
+ * busy: the close is not cut short by the cancellation (the helper on
+ * shard 1 is not cancelled with the caller before it could start). */
+static void *far_closer(void *arg)
+{
+  struct far *f = arg;
+  CO_EQ(weft_cancel(weft_task_self()), 0);
+  weft_listener_close(f->l);
+  CO_EQ(weft_shard_id(), 0);
+  return NULL;
+}
+
+static void *close_other_shard_body(void *arg)
+{
+  (void)arg;
+  struct far f = {.lfd = weft_tcp_listen("127.0.0.1", "0", 16)};
+  CO_CHECK(f.lfd >= 0);
+  snprintf(f.port, sizeof(f.port), "%d", port_of(f.lfd));
+  weft_task *t;
+  CO_EQ(io_spawn_on(&t, 1, far_opener, &f), 0);
+  far_setup(&f, t);
+  weft_task *h;
+  CO_EQ(io_spawn_on(&h, 1, hog, NULL), 0);
+  CO_CHECK(RT_POLL(atomic_load(&hog_running)));
+  CO_EQ(io_spawn_on(&t, 0, far_closer, &f), 0);
+  void *ret;
+  CO_EQ(weft_join(t, &ret), -ECANCELED);
+  CO_EQ(weft_join(h, &ret), 0);
+  far_check_closed(&f);
+  return NULL;
+}
+
+Test(net, listener_close_from_other_shard, .timeout = 60)
+{
+  rt_run(2, close_other_shard_body, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+/* The same close from a plain thread (the runtime kept by weft_runtime_start). */
+Test(net, listener_close_from_plain_thread, .timeout = 60)
+{
+  weft_runtime *rt = rt_start(2);
+  struct far f = {.lfd = weft_tcp_listen("127.0.0.1", "0", 16)};
+  cr_assert_geq(f.lfd, 0);
+  snprintf(f.port, sizeof(f.port), "%d", port_of(f.lfd));
+  far_setup(&f, rt_submit_on(rt, 1, far_opener, &f));
+  rt_assert_clean();
+  weft_listener_close(f.l);
+  far_check_closed(&f);
+  rt_assert_clean();
+  rt_stop_idle(rt);
+  rt_assert_no_leaks();
 }
