@@ -4,7 +4,8 @@
  *
  * A separate shared library that defines read, write, readv, writev, recv,
  * send, recvfrom, sendto, recvmsg, sendmsg, accept, accept4, connect, poll,
- * select, sleep, usleep and nanosleep. Linked into a program (before libc,
+ * ppoll, select, pselect, epoll_wait, epoll_pwait, sleep, usleep, nanosleep,
+ * getaddrinfo and getnameinfo. Linked into a program (before libc,
  * which a shared library always is) or loaded with LD_PRELOAD, it makes those
  * calls weft's blocking calls when they are made in a coroutine: the
  * coroutine is suspended, the shard runs others. Anywhere else - a plain
@@ -32,15 +33,24 @@
  * descriptor would suspend the coroutine from inside the handler: keep the
  * self-pipe non-blocking, as usual, or wait with weft_signal_wait instead.
  *
+ * The name lookups run on the runtime's blocking pool: glibc's resolver
+ * talks to DNS servers through its own internal calls, which no hook sees.
+ * A lookup that already ran returns its result even to a task cancelled
+ * meanwhile (the list is the caller's to free); one that never started gives
+ * EAI_SYSTEM with errno ECANCELED or ETIMEDOUT.
+ *
  * What stays as it was: stdio (glibc calls read and write inside itself, not
- * through these symbols), pselect, ppoll and epoll_wait, and socket timeouts
- * (SO_RCVTIMEO and SO_SNDTIMEO are not consulted: use a deadline scope).
+ * through these symbols), ppoll, pselect and epoll_pwait given a signal mask
+ * (the mask is the shard thread's, shared by every coroutine on it: they
+ * block the shard, as before), and socket timeouts (SO_RCVTIMEO and
+ * SO_SNDTIMEO are not consulted: use a deadline scope).
  */
 #include "weft.h"
 
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <poll.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -95,7 +105,15 @@ NEXT(int, accept, (int, struct sockaddr *, socklen_t *))
 NEXT(int, accept4, (int, struct sockaddr *, socklen_t *, int))
 NEXT(int, connect, (int, const struct sockaddr *, socklen_t))
 NEXT(int, poll, (struct pollfd *, nfds_t, int))
+NEXT(int, ppoll, (struct pollfd *, nfds_t, const struct timespec *, const sigset_t *))
 NEXT(int, select, (int, fd_set *, fd_set *, fd_set *, struct timeval *))
+NEXT(int, pselect,
+     (int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *))
+NEXT(int, epoll_wait, (int, struct epoll_event *, int, int))
+NEXT(int, epoll_pwait, (int, struct epoll_event *, int, int, const sigset_t *))
+NEXT(int, getaddrinfo, (const char *, const char *, const struct addrinfo *, struct addrinfo **))
+NEXT(int, getnameinfo,
+     (const struct sockaddr *, socklen_t, char *, socklen_t, char *, socklen_t, int))
 NEXT(unsigned, sleep, (unsigned))
 NEXT(int, usleep, (useconds_t))
 NEXT(int, nanosleep, (const struct timespec *, struct timespec *))
@@ -250,10 +268,36 @@ HOOK int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 
 /* ---- poll and select ------------------------------------------------------------------ */
 
+/* now + ns, saturating. */
+static int64_t after(int64_t ns)
+{
+  int64_t now = weft_now();
+  return ns > INT64_MAX - now ? INT64_MAX : now + ns;
+}
+
 /* The waits below take an absolute deadline, WEFT_NO_DEADLINE for none. */
 static int64_t deadline_in_ms(int timeout)
 {
   return timeout < 0 ? WEFT_NO_DEADLINE : weft_now() + (int64_t)timeout * WEFT_MSEC;
+}
+
+static bool timespec_valid(const struct timespec *ts)
+{
+  return ts->tv_sec >= 0 && ts->tv_nsec >= 0 && ts->tv_nsec < 1000000000;
+}
+
+/* A valid relative timespec in ns, saturating. */
+static int64_t timespec_ns(const struct timespec *ts)
+{
+  return ts->tv_sec > (INT64_MAX - ts->tv_nsec) / WEFT_SEC
+             ? INT64_MAX
+             : (int64_t)ts->tv_sec * WEFT_SEC + ts->tv_nsec;
+}
+
+/* ppoll's and pselect's timeout (NULL: none) as a deadline. */
+static int64_t deadline_in_ts(const struct timespec *ts)
+{
+  return ts ? after(timespec_ns(ts)) : WEFT_NO_DEADLINE;
 }
 
 /* -ETIMEDOUT from a wait bounded by the call's own timeout is a timeout
@@ -351,6 +395,19 @@ HOOK int poll(struct pollfd *fds, nfds_t n, int timeout)
   return (int)libc_result(poll_until(fds, n, deadline_in_ms(timeout)));
 }
 
+/* Without a signal mask ppoll is poll with a timespec (left as it is, as
+ * glibc's ppoll leaves it). */
+HOOK int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask)
+{
+  if (!in_coroutine() || mask)
+    return (int)CALL_NEXT(ppoll, fds, n, ts, mask);
+  if (ts && !timespec_valid(ts)) {
+    errno = EINVAL;
+    return -1;
+  }
+  return (int)libc_result(poll_until(fds, n, deadline_in_ts(ts)));
+}
+
 static bool in_set(const fd_set *s, int fd)
 {
   return s && FD_ISSET(fd, s);
@@ -401,19 +458,14 @@ HOOK int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv
 {
   if (!in_coroutine())
     return (int)CALL_NEXT(select, nfds, rd, wr, ex, tv);
-  if (nfds < 0 || nfds > FD_SETSIZE ||
-      (tv && (tv->tv_sec < 0 || tv->tv_usec < 0 || tv->tv_usec >= 1000000))) {
+  struct timespec ts = {0, 0};
+  if (tv) /* a tv_usec of a second or more is invalid, as it is to select(2) */
+    ts = (struct timespec){tv->tv_sec, tv->tv_usec < 1000000 ? tv->tv_usec * 1000 : -1};
+  if (nfds < 0 || nfds > FD_SETSIZE || (tv && !timespec_valid(&ts))) {
     errno = EINVAL;
     return -1;
   }
-  int64_t deadline = WEFT_NO_DEADLINE;
-  if (tv) {
-    int64_t ns = tv->tv_sec > (INT64_MAX - 999999999) / WEFT_SEC
-                     ? INT64_MAX
-                     : (int64_t)tv->tv_sec * WEFT_SEC + (int64_t)tv->tv_usec * WEFT_USEC;
-    int64_t now = weft_now();
-    deadline = ns > INT64_MAX - now ? INT64_MAX : now + ns;
-  }
+  int64_t deadline = deadline_in_ts(tv ? &ts : NULL);
   int r = select_until(nfds, rd, wr, ex, deadline);
   if (tv) {
     int64_t left = deadline - weft_now();
@@ -425,27 +477,159 @@ HOOK int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv
   return (int)libc_result(r);
 }
 
-/* ---- sleeps --------------------------------------------------------------------------- */
-
-/* now + ns, saturating. */
-static int64_t after(int64_t ns)
+/* Without a signal mask pselect is select with a timespec, left as it is. */
+HOOK int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *ts,
+                 const sigset_t *mask)
 {
-  int64_t now = weft_now();
-  return ns > INT64_MAX - now ? INT64_MAX : now + ns;
+  if (!in_coroutine() || mask)
+    return (int)CALL_NEXT(pselect, nfds, rd, wr, ex, ts, mask);
+  if (nfds < 0 || nfds > FD_SETSIZE || (ts && !timespec_valid(ts))) {
+    errno = EINVAL;
+    return -1;
+  }
+  return (int)libc_result(select_until(nfds, rd, wr, ex, deadline_in_ts(ts)));
 }
+
+/* ---- epoll ---------------------------------------------------------------------------- */
+
+/* epoll_wait(2) in a coroutine: ask without waiting (which also checks the
+ * arguments); if nothing is ready, wait in weft_poll for the epoll instance
+ * itself - readable once any descriptor in it has an event - and ask again. */
+static int epoll_until(int ep, struct epoll_event *ev, int max, int64_t deadline)
+{
+  int saved = errno;
+  int r;
+  for (;;) {
+    r = (int)CALL_NEXT(epoll_wait, ep, ev, max, 0);
+    if (r != 0) {
+      if (r < 0)
+        r = -errno;
+      break;
+    }
+    if (deadline >= 0 && deadline <= weft_now())
+      break;
+    r = weft_poll_dl(ep, POLLIN, deadline);
+    if (r == -ETIMEDOUT)
+      r = timed_out(deadline);
+    if (r <= 0)
+      break;
+  }
+  errno = saved;
+  return r;
+}
+
+HOOK int epoll_wait(int ep, struct epoll_event *ev, int max, int timeout)
+{
+  if (!in_coroutine())
+    return (int)CALL_NEXT(epoll_wait, ep, ev, max, timeout);
+  return (int)libc_result(epoll_until(ep, ev, max, deadline_in_ms(timeout)));
+}
+
+HOOK int epoll_pwait(int ep, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
+{
+  if (!in_coroutine() || mask)
+    return (int)CALL_NEXT(epoll_pwait, ep, ev, max, timeout, mask);
+  return (int)libc_result(epoll_until(ep, ev, max, deadline_in_ms(timeout)));
+}
+
+/* ---- name lookups ---------------------------------------------------------------------- */
+
+struct lookup {
+  /* getaddrinfo's arguments, or getnameinfo's */
+  const char *node, *service;
+  const struct addrinfo *hints;
+  struct addrinfo **res;
+  const struct sockaddr *sa;
+  socklen_t salen, hostlen, servlen;
+  char *host, *serv;
+  int flags;
+  /* what the pool thread got */
+  bool ran;
+  int result, err;
+};
+
+static void *run_getaddrinfo(void *arg)
+{
+  struct lookup *l = arg;
+  l->result = next_getaddrinfo()(l->node, l->service, l->hints, l->res);
+  l->err = errno;
+  l->ran = true;
+  return NULL;
+}
+
+static void *run_getnameinfo(void *arg)
+{
+  struct lookup *l = arg;
+  l->result = next_getnameinfo()(l->sa, l->salen, l->host, l->hostlen, l->serv, l->servlen,
+                                 l->flags);
+  l->err = errno;
+  l->ran = true;
+  return NULL;
+}
+
+/* Runs a lookup on the blocking pool: its own result if it ran (errno as
+ * it left it, for EAI_SYSTEM), otherwise what kept it from running. */
+static int lookup_in_pool(void *(*run)(void *), struct lookup *l)
+{
+  int r = weft_blocking(run, l, NULL);
+  if (l->ran) {
+    if (l->result == EAI_SYSTEM)
+      errno = l->err;
+    return l->result;
+  }
+  if (r == -ENOMEM)
+    return EAI_MEMORY;
+  if (r == -EAGAIN)
+    return EAI_AGAIN;
+  errno = -r; /* ECANCELED, ETIMEDOUT */
+  return EAI_SYSTEM;
+}
+
+/* Only if the dynamic linker found no next definition at all. */
+static int no_next_lookup(void)
+{
+  errno = ENOSYS;
+  return EAI_SYSTEM;
+}
+
+HOOK int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
+                     struct addrinfo **res)
+{
+  if (!next_getaddrinfo())
+    return no_next_lookup();
+  /* Numbers only: nothing to look up, nothing to wait for. */
+  int fl = hints ? hints->ai_flags : 0;
+  bool numeric = node && (fl & AI_NUMERICHOST) && (!service || (fl & AI_NUMERICSERV));
+  if (!in_coroutine() || numeric)
+    return next_getaddrinfo()(node, service, hints, res);
+  struct lookup l = {.node = node, .service = service, .hints = hints, .res = res};
+  return lookup_in_pool(run_getaddrinfo, &l);
+}
+
+HOOK int getnameinfo(const struct sockaddr *sa, socklen_t salen, char *host, socklen_t hostlen,
+                     char *serv, socklen_t servlen, int flags)
+{
+  if (!next_getnameinfo())
+    return no_next_lookup();
+  bool numeric = (!host || (flags & NI_NUMERICHOST)) && (!serv || (flags & NI_NUMERICSERV));
+  if (!in_coroutine() || numeric)
+    return next_getnameinfo()(sa, salen, host, hostlen, serv, servlen, flags);
+  struct lookup l = {.sa = sa, .salen = salen, .host = host, .hostlen = hostlen,
+                     .serv = serv, .servlen = servlen, .flags = flags};
+  return lookup_in_pool(run_getnameinfo, &l);
+}
+
+/* ---- sleeps --------------------------------------------------------------------------- */
 
 HOOK int nanosleep(const struct timespec *req, struct timespec *rem)
 {
   if (!in_coroutine())
     return (int)CALL_NEXT(nanosleep, req, rem);
-  if (!req || req->tv_sec < 0 || req->tv_nsec < 0 || req->tv_nsec >= 1000000000) {
+  if (!req || !timespec_valid(req)) {
     errno = EINVAL;
     return -1;
   }
-  int64_t ns = req->tv_sec > (INT64_MAX - req->tv_nsec) / WEFT_SEC
-                   ? INT64_MAX
-                   : (int64_t)req->tv_sec * WEFT_SEC + req->tv_nsec;
-  int64_t end = after(ns);
+  int64_t end = after(timespec_ns(req));
   int r = weft_sleep_until(end);
   if (r < 0 && rem) {
     int64_t left = end - weft_now();

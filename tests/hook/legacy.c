@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <string.h>
+#include <netdb.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -102,6 +104,58 @@ int legacy_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *
 {
   int r = select(nfds, rd, wr, ex, tv);
   return r < 0 ? -errno : r;
+}
+
+int legacy_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts)
+{
+  int r = ppoll(fds, n, ts, NULL);
+  return r < 0 ? -errno : r;
+}
+
+int legacy_pselect(int nfds, fd_set *rd, const struct timespec *ts)
+{
+  int r = pselect(nfds, rd, NULL, NULL, ts, NULL);
+  return r < 0 ? -errno : r;
+}
+
+int legacy_epoll_wait(int ep, int timeout_ms, int pwait, uint64_t *data)
+{
+  struct epoll_event ev[4];
+  int r = pwait ? epoll_pwait(ep, ev, 4, timeout_ms, NULL) : epoll_wait(ep, ev, 4, timeout_ms);
+  if (r < 0)
+    return -errno;
+  if (r > 0)
+    *data = ev[0].data.u64;
+  return r;
+}
+
+int legacy_resolve(const char *host, const char *port, int flags, char *buf, size_t cap,
+                   int *err)
+{
+  struct addrinfo hints, *res;
+  memset(&hints, 0, sizeof(hints));
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = flags;
+  int r = getaddrinfo(host, port, &hints, &res);
+  if (r == EAI_SYSTEM)
+    *err = -errno;
+  if (r != 0)
+    return r;
+  inet_ntop(AF_INET, &((struct sockaddr_in *)(void *)res->ai_addr)->sin_addr, buf, (socklen_t)cap);
+  freeaddrinfo(res);
+  return 0;
+}
+
+int legacy_name_of(uint16_t port, int flags, char *host, size_t hcap, char *serv, size_t scap)
+{
+  struct sockaddr_in sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return getnameinfo((struct sockaddr *)&sa, sizeof(sa), host, (socklen_t)hcap, serv,
+                     (socklen_t)scap, flags);
 }
 
 int legacy_nanosleep(const struct timespec *req, struct timespec *rem)

@@ -34,6 +34,18 @@ ssize_t legacy_client(uint16_t port, const char *msg, char *reply, size_t cap);
 int legacy_poll(struct pollfd *fds, nfds_t n, int timeout_ms);
 /* select(2): its result, or -errno. */
 int legacy_select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv);
+/* ppoll(2) and pselect(2) without a signal mask: the result, or -errno. */
+int legacy_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts);
+int legacy_pselect(int nfds, fd_set *rd, const struct timespec *ts);
+/* epoll_wait(2), or epoll_pwait(2) with no mask when `pwait`: the number of
+ * events (the first one's data in *data), or -errno. */
+int legacy_epoll_wait(int ep, int timeout_ms, int pwait, uint64_t *data);
+/* getaddrinfo(3) of host:port for IPv4 TCP: 0 with the first address's
+ * dotted form in buf, the EAI_ code, or with EAI_SYSTEM -errno in *err. */
+int legacy_resolve(const char *host, const char *port, int flags, char *buf, size_t cap,
+                   int *err);
+/* getnameinfo(3) of 127.0.0.1:port with flags: 0 or the EAI_ code. */
+int legacy_name_of(uint16_t port, int flags, char *host, size_t hcap, char *serv, size_t scap);
 /* nanosleep(2): 0 or -errno, the remaining time in *rem. */
 int legacy_nanosleep(const struct timespec *req, struct timespec *rem);
 /* usleep(3): 0 or -errno. */

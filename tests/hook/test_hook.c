@@ -179,13 +179,14 @@ struct poller {
   struct pollfd fds[3];
   nfds_t n;
   int timeout;
+  bool ppoll; /* ppoll without a mask or a timeout instead */
   int result;
 };
 
 static void *poller(void *arg)
 {
   struct poller *p = arg;
-  p->result = legacy_poll(p->fds, p->n, p->timeout);
+  p->result = p->ppoll ? legacy_ppoll(p->fds, p->n, NULL) : legacy_poll(p->fds, p->n, p->timeout);
   return NULL;
 }
 
@@ -237,6 +238,24 @@ static void *poll_main(void *arg)
   CO_EQ(legacy_poll(NULL, 0, 20), 0);
   CO_CHECK(weft_now() >= t0 + 60 * WEFT_MSEC);
 
+  /* ppoll without a signal mask waits the same way; its timespec is left
+   * as it was, and an invalid one is EINVAL. */
+  struct poller pp = {.fds = {{a[0], POLLIN, 0}, {b[0], POLLIN, 0}}, .n = 2, .ppoll = true};
+  CO_EQ(io_spawn_on(&t, 0, poller, &pp), 0);
+  CO_CHECK(io_wait_suspended(1));
+  CO_EQ(write(a[1], "p", 1), 1);
+  CO_EQ(weft_join(t, NULL), 0);
+  CO_EQ(pp.result, 1);
+  CO_EQ(pp.fds[0].revents, POLLIN);
+  CO_EQ(read(a[0], &c, 1), 1);
+  struct timespec ts = {0, 20 * 1000 * 1000};
+  t0 = weft_now();
+  CO_EQ(legacy_ppoll(none, 2, &ts), 0);
+  CO_CHECK(weft_now() >= t0 + 20 * WEFT_MSEC);
+  CO_CHECK(ts.tv_sec == 0 && ts.tv_nsec == 20 * 1000 * 1000);
+  ts.tv_nsec = -1;
+  CO_EQ(legacy_ppoll(none, 2, &ts), -EINVAL);
+
   /* A closed descriptor is POLLNVAL, not an error. */
   struct pollfd bad[2] = {{100000, POLLIN, 0}, {a[0], POLLIN, 0}};
   CO_EQ(legacy_poll(bad, 1, -1), 1);
@@ -265,6 +284,7 @@ Test(hook, poll_waits_as_a_coroutine, .timeout = 30)
 
 struct selecter {
   int fd;
+  bool pselect; /* pselect without a mask or a timeout instead */
   fd_set rd;
   int result;
 };
@@ -274,7 +294,8 @@ static void *selecter(void *arg)
   struct selecter *s = arg;
   FD_ZERO(&s->rd);
   FD_SET(s->fd, &s->rd);
-  s->result = legacy_select(s->fd + 1, &s->rd, NULL, NULL, NULL);
+  s->result = s->pselect ? legacy_pselect(s->fd + 1, &s->rd, NULL)
+                         : legacy_select(s->fd + 1, &s->rd, NULL, NULL, NULL);
   return NULL;
 }
 
@@ -323,6 +344,25 @@ static void *select_main(void *arg)
   CO_CHECK(weft_now() >= t0 + 20 * WEFT_MSEC);
   CO_CHECK(!FD_ISSET(a[0], &rd));
   CO_CHECK(tv.tv_sec == 0 && tv.tv_usec == 0);
+
+  /* pselect without a signal mask waits the same way; its timespec is left
+   * as it was, and an invalid one is EINVAL. */
+  struct selecter ps = {.fd = a[0], .pselect = true};
+  CO_EQ(io_spawn_on(&t, 0, selecter, &ps), 0);
+  CO_CHECK(io_wait_suspended(1));
+  CO_EQ(write(a[1], "t", 1), 1);
+  CO_EQ(weft_join(t, NULL), 0);
+  CO_EQ(ps.result, 1);
+  CO_CHECK(FD_ISSET(a[0], &ps.rd));
+  CO_EQ(read(a[0], &c, 1), 1);
+  struct timespec ts = {0, 20 * 1000 * 1000};
+  FD_SET(a[0], &rd);
+  t0 = weft_now();
+  CO_EQ(legacy_pselect(a[0] + 1, &rd, &ts), 0);
+  CO_CHECK(weft_now() >= t0 + 20 * WEFT_MSEC);
+  CO_CHECK(ts.tv_sec == 0 && ts.tv_nsec == 20 * 1000 * 1000);
+  ts.tv_sec = -1;
+  CO_EQ(legacy_pselect(a[0] + 1, &rd, &ts), -EINVAL);
 
   /* A hang-up is readable; a closed descriptor is EBADF; bad arguments. */
   close(b[1]);
