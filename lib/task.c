@@ -308,6 +308,17 @@ void weft__task_join_uncancellable(weft_task *t)
   weft__task_release(t);
 }
 
+int weft_task_pin(void)
+{
+  weft_task *t = weft__task_self();
+  if (!t)
+    return -EPERM;
+  /* Read only by the shard threads that queue t, which happens after t
+   * suspends; t runs on this shard until then. */
+  t->placement = WEFT_PLACE_PINNED;
+  return t->shard->id;
+}
+
 int weft_join(weft_task *t, void **ret)
 {
   return weft_join_dl(t, ret, WEFT_NO_DEADLINE);

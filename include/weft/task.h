@@ -104,6 +104,14 @@ WEFT_API int weft_yield(void);
 /* The calling task, or NULL on a plain thread. */
 WEFT_API weft_task *weft_task_self(void);
 
+/* Keeps the calling task on the shard it runs on now, for the rest of its
+ * life: it becomes PINNED there, and no other shard takes it again. For code
+ * that keeps a thread's address or identity across calls that suspend -
+ * errno's address (compilers may keep it across a call), a library's
+ * per-thread state, a pthread mutex. libweft-hook calls it in every hooked
+ * call. Returns that shard's index, or -EPERM on a plain thread. */
+WEFT_API int weft_task_pin(void);
+
 /* A task's process-wide unique id (> 0), and its name ("" if none). */
 WEFT_API uint64_t weft_task_id(const weft_task *t);
 WEFT_API const char *weft_task_name(const weft_task *t);

@@ -144,6 +144,9 @@ Test(steal, sleeping_shard_steals_while_the_producer_computes, .timeout = 60)
 
 /* ---- fixed placements never move ------------------------------------------------------------- */
 
+/* Pinned (2), round-robin (2), sticky (2), and stealable but pinned by
+ * weft_task_pin at their first step (2, one starting on each shard). */
+#define FIXED_TASKS 8
 #define FIXED_YIELDS 1000
 #define FLOOD_TASKS 300
 #define FLOOD_YIELDS 30
@@ -152,10 +155,12 @@ static atomic_int fixed_moved;    /* steps on another shard than the first */
 static atomic_int fixed_steps;
 static atomic_int flood_moves;    /* stealable tasks seen on a new shard after a suspension */
 
+/* arg non-NULL: a stealable task that pins itself with weft_task_pin. */
 static void *fixed_task(void *arg)
 {
-  (void)arg;
   int home = weft_shard_id();
+  if (arg)
+    CO_EQ(weft_task_pin(), home);
   CO_CHECK(home >= 0 && home < NSHARDS);
   CO_EQ(thread_shard(), home);
   for (int i = 0; i < FIXED_YIELDS; i++) {
@@ -202,25 +207,27 @@ static void *fixed_main(void *arg)
 {
   (void)arg;
   map_threads();
-  weft_task *flood[FLOOD_TASKS], *fixed[6];
+  weft_task *flood[FLOOD_TASKS], *fixed[FIXED_TASKS];
   for (int i = 0; i < FLOOD_TASKS; i++)
     CO_EQ(rt_spawn(&flood[i], WEFT_PLACE_STEALABLE_PREFERRED, 0, flood_task, NULL), 0);
   weft_spawn_opts o;
-  for (int i = 0; i < 6; i++) {
+  for (int i = 0; i < FIXED_TASKS; i++) {
     weft_spawn_opts_init(&o);
     switch (i) {
     case 0: o.placement = WEFT_PLACE_PINNED, o.shard = 0; break;
     case 1: o.placement = WEFT_PLACE_PINNED, o.shard = 1; break;
     case 2:
     case 3: o.placement = WEFT_PLACE_ROUND_ROBIN; break;
-    default: o.placement = WEFT_PLACE_STICKY, o.key = (uint64_t)i * 0x9e3779b97f4a7c15ULL; break;
+    case 4:
+    case 5: o.placement = WEFT_PLACE_STICKY, o.key = (uint64_t)i * 0x9e3779b97f4a7c15ULL; break;
+    default: o.placement = WEFT_PLACE_STEALABLE_PREFERRED, o.shard = i % 2; break;
     }
-    CO_EQ(weft_spawn(&fixed[i], &o, fixed_task, NULL), 0);
+    CO_EQ(weft_spawn(&fixed[i], &o, fixed_task, i >= 6 ? &o : NULL), 0);
   }
   intptr_t home0 = rt_join_int(fixed[0]), home1 = rt_join_int(fixed[1]);
   CO_EQ(home0, 0);
   CO_EQ(home1, 1);
-  for (int i = 2; i < 6; i++)
+  for (int i = 2; i < FIXED_TASKS; i++)
     rt_join_int(fixed[i]);
   for (int i = 0; i < FLOOD_TASKS; i++)
     rt_join_int(flood[i]);
@@ -228,12 +235,12 @@ static void *fixed_main(void *arg)
   return NULL;
 }
 
-Test(steal, pinned_round_robin_and_sticky_tasks_never_move, .timeout = 60)
+Test(steal, pinned_round_robin_sticky_and_self_pinned_tasks_never_move, .timeout = 60)
 {
   weft_config c;
   steal_cfg(&c);
   run_cfg(&c, fixed_main, NULL);
-  cr_assert_eq(atomic_load(&fixed_steps), 6 * FIXED_YIELDS);
+  cr_assert_eq(atomic_load(&fixed_steps), FIXED_TASKS * FIXED_YIELDS);
   cr_assert_eq(atomic_load(&fixed_moved), 0, "%d steps of fixed tasks ran on another shard",
                atomic_load(&fixed_moved));
   cr_assert_eq(atomic_load(&wrong_thread), 0);
@@ -391,4 +398,9 @@ Test(steal, steal_started_off_moves_only_unstarted_tasks, .timeout = 60)
   cr_assert_eq(st_end[NSHARDS].steal_local_hits + st_end[NSHARDS].steal_takes,
                UNSTARTED_TASKS);
   cr_assert_gt(st_end[NSHARDS].steal_success, 0, "no unstarted task was stolen");
+}
+
+Test(steal, task_pin_on_a_plain_thread_is_eperm, .timeout = 10)
+{
+  cr_assert_eq(weft_task_pin(), -EPERM);
 }
