@@ -23,8 +23,10 @@
  * Legacy code reads errno right after its calls, and compilers may keep
  * errno's address (glibc declares __errno_location const) across a call.
  * errno is per thread, and a stealable coroutine can resume on another
- * shard's thread: spawn such code pinned, round-robin or sticky, or run with
- * steal_started off.
+ * shard's thread: so a coroutine that makes a hooked call is pinned to its
+ * shard from then on (weft_task_pin), whatever its placement. Code that
+ * keeps errno's address across a suspension before its first hooked call -
+ * across a weft_ call - must still be spawned with a fixed placement.
  *
  * Two habits of threaded code do not carry over. A pthread mutex held
  * across a hooked call stays held while the shard runs other coroutines,
@@ -127,9 +129,11 @@ static long no_next(void)
 
 #define CALL_NEXT(name, ...) (next_##name() ? next_##name()(__VA_ARGS__) : no_next())
 
+/* True in a coroutine, which from then on stays on its shard (legacy code
+ * keeps errno's address across its calls: see the top of this file). */
 static bool in_coroutine(void)
 {
-  return weft_task_self() != NULL;
+  return weft_task_pin() >= 0;
 }
 
 /* A call that cannot wait is libc's own: an O_NONBLOCK descriptor (io_uring
