@@ -11,8 +11,9 @@
  *   ported_echo [--host H] [--port N] [--shards N]
  *
  * As echo_server: prints "listening on PORT", stops on SIGINT/SIGTERM.
- * Connections are spawned round-robin (serve.c), so a coroutine never
- * changes threads inside serve_conn, which reads errno after its calls.
+ * serve_conn reads errno after its calls, so its coroutine must not change
+ * threads inside it: connections are spawned round-robin (serve.c), and the
+ * hook pins a coroutine to its shard at its first hooked call anyway.
  */
 #include <weft.h>
 
