@@ -27,25 +27,17 @@ import tempfile
 
 DEBIAN_CRATES = "/usr/share/cargo/registry"
 
-# weft's bench line -> the other side's, the metric, which way is better
-PAIRS = {
-    "go": [
-        ("fanout_balanced", "go_fanout_balanced", "speedup", "higher"),
-        ("fanout_skewed", "go_fanout_skewed", "speedup", "higher"),
-        ("spawn", "go_spawn", "ns_per_coro", "lower"),
-        ("spawn_2shards", "go_spawn_2procs", "ns_per_coro", "lower"),
-        ("chan_pingpong_local", "go_chan_pingpong_local", "rtt_ns", "lower"),
-        ("chan_pingpong", "go_chan_pingpong", "rtt_ns", "lower"),
-    ],
-    "tokio": [
-        ("fanout_balanced", "tokio_fanout_balanced", "speedup", "higher"),
-        ("fanout_skewed", "tokio_fanout_skewed", "speedup", "higher"),
-        ("spawn", "tokio_spawn", "ns_per_coro", "lower"),
-        ("spawn_2shards", "tokio_spawn_2workers", "ns_per_coro", "lower"),
-        ("chan_pingpong_local", "tokio_chan_pingpong_local", "rtt_ns", "lower"),
-        ("chan_pingpong", "tokio_chan_pingpong", "rtt_ns", "lower"),
-    ],
-}
+# weft's bench line, the other side's (after its "go_" or "tokio_"), the
+# metric, which way is better
+PAIRS = [
+    ("fanout_balanced", "fanout_balanced", "speedup", "higher"),
+    ("fanout_skewed", "fanout_skewed", "speedup", "higher"),
+    ("spawn", "spawn", "ns_per_coro", "lower"),
+    ("spawn_2shards", "spawn_2threads", "ns_per_coro", "lower"),
+    ("chan_pingpong_local", "chan_pingpong_local", "rtt_ns", "lower"),
+    ("chan_pingpong", "chan_pingpong", "rtt_ns", "lower"),
+]
+SIDES = ("go", "tokio")
 
 
 def build_go(go, src, tmp):
@@ -96,12 +88,12 @@ def keep_best(best, lines, better):
 
 
 def main(argv):
-    if len(argv) < 7 or argv[1] not in PAIRS:
+    if len(argv) < 7 or argv[1] not in SIDES:
         print(__doc__, file=sys.stderr)
         return 2
     side, tool, src, fanout, spawn, chan = argv[1:7]
     quick = "--quick" in argv[7:]
-    pairs = PAIRS[side]
+    pairs = [(w, side + "_" + o, m, way) for w, o, m, way in PAIRS]
     better = {}
     for weft_name, other_name, _, way in pairs:
         better[weft_name] = better[other_name] = way

@@ -9,7 +9,7 @@
 //	    synthetic work, joined per request; GOMAXPROCS=2. The speedup is over
 //	    the same work done serially by this program; the checksum must equal
 //	    the C bench's.
-//	go_spawn, go_spawn_2procs  start 1000 goroutines that each store a
+//	go_spawn, go_spawn_2threads  start 1000 goroutines that each store a
 //	    result, wait for all; ns per goroutine; GOMAXPROCS=1 and 2.
 //	go_chan_pingpong_local, go_chan_pingpong  a round trip through two
 //	    channels of capacity 1; GOMAXPROCS=1 and 2.
@@ -144,7 +144,7 @@ func spawn(procs, rounds int) {
 	best, median := summarise(samples)
 	name := "go_spawn"
 	if procs > 1 {
-		name = "go_spawn_2procs"
+		name = "go_spawn_2threads"
 	}
 	fmt.Printf("{\"bench\":\"%s\",\"metric\":\"ns_per_goroutine\",\"value\":%.3f,\"median\":%.1f,"+
 		"\"gomaxprocs\":%d}\n", name, best, median, procs)

@@ -10,7 +10,7 @@
 //       synthetic work, joined in order; a 2-worker runtime. The speedup is
 //       over the same work done serially here; the checksum must equal the
 //       C bench's.
-//   tokio_spawn, tokio_spawn_2workers  spawn 1000 tasks that each return a
+//   tokio_spawn, tokio_spawn_2threads  spawn 1000 tasks that each return a
 //       value, await them all; a current-thread runtime and a 2-worker one.
 //   tokio_chan_pingpong_local, tokio_chan_pingpong  a round trip through two
 //       mpsc channels of capacity 1; a current-thread runtime and a 2-worker
@@ -135,7 +135,7 @@ fn spawn(workers: usize, rounds: i32) {
         samples
     });
     let (best, median) = best_and_median(samples);
-    let name = if workers == 1 { "tokio_spawn" } else { "tokio_spawn_2workers" };
+    let name = if workers == 1 { "tokio_spawn" } else { "tokio_spawn_2threads" };
     println!(
         "{{\"bench\":\"{}\",\"metric\":\"ns_per_task\",\"value\":{:.3},\"median\":{:.1},\"workers\":{}}}",
         name, best, median, workers
