@@ -201,11 +201,14 @@ static void print_line(const char *bench, const char *ref_name, const struct res
 {
   double ratio = v->best / ref->best;
   bool met = target_is_value ? v->best <= target : ratio <= target;
+  char slept[48] = "";
+  if (ref->slept_share >= 0)
+    snprintf(slept, sizeof(slept), ",\"ref_slept_share\":%.3f", ref->slept_share);
   bench_print(bench, "rtt_ns", v->best, ref_name, ref->best, ratio,
               ",\"median\":%.1f,\"ref_median\":%.1f,\"%s\":%.2f,\"target_met\":%s,"
-              "\"capacity\":1,\"pinned\":%s",
+              "\"capacity\":1,\"pinned\":%s%s",
               v->median, ref->median, target_is_value ? "target_ns" : "target_ratio", target,
-              met ? "true" : "false", pin_n == 2 ? "true" : "false");
+              met ? "true" : "false", pin_n == 2 ? "true" : "false", slept);
 }
 
 static int fail(const char *what, int r)

@@ -235,10 +235,13 @@ static void print_line(const char *bench, const char *ref_name, const struct res
 {
   double n = (double)w->p->iters * w->p->batches;
   double ratio = v->best / ref->best;
-  char msg[96] = "";
+  char msg[160] = "";
+  int len = 0;
   if (raw)
-    snprintf(msg, sizeof(msg), ",\"msg_ring_rtt_ns\":%.1f,\"ratio_to_msg_ring\":%.3f", raw->best,
-             v->best / raw->best);
+    len = snprintf(msg, sizeof(msg), ",\"msg_ring_rtt_ns\":%.1f,\"ratio_to_msg_ring\":%.3f",
+                   raw->best, v->best / raw->best);
+  if (ref->slept_share >= 0)
+    snprintf(msg + len, sizeof(msg) - (size_t)len, ",\"ref_slept_share\":%.3f", ref->slept_share);
   bench_print(bench, "rtt_ns", v->best, ref_name, ref->best, ratio,
               ",\"median\":%.1f,\"ref_median\":%.1f,\"target_ratio\":%.2f,\"target_met\":%s,"
               "\"wakes_sent_per_rtt\":%.3f,\"wakes_coalesced_per_rtt\":%.3f,"
