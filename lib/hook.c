@@ -279,10 +279,17 @@ static int64_t after(int64_t ns)
   return ns > INT64_MAX - now ? INT64_MAX : now + ns;
 }
 
+/* What is left until `end`, 0 once it has passed. */
+static int64_t left_until(int64_t end)
+{
+  int64_t left = end - weft_now();
+  return left < 0 ? 0 : left;
+}
+
 /* The waits below take an absolute deadline, WEFT_NO_DEADLINE for none. */
 static int64_t deadline_in_ms(int timeout)
 {
-  return timeout < 0 ? WEFT_NO_DEADLINE : weft_now() + (int64_t)timeout * WEFT_MSEC;
+  return timeout < 0 ? WEFT_NO_DEADLINE : after((int64_t)timeout * WEFT_MSEC);
 }
 
 static bool timespec_valid(const struct timespec *ts)
@@ -304,11 +311,15 @@ static int64_t deadline_in_ts(const struct timespec *ts)
   return ts ? after(timespec_ns(ts)) : WEFT_NO_DEADLINE;
 }
 
-/* -ETIMEDOUT from a wait bounded by the call's own timeout is a timeout
- * (0 ready); from a deadline scope that ends first it is the scope's error. */
-static int timed_out(int64_t deadline)
+/* weft_poll_dl for the calls below: the ready events, 0 once the call's own
+ * timeout has passed, or -errno - -ETIMEDOUT only when a deadline scope
+ * ended the wait first. */
+static int wait_ready(int fd, short events, int64_t deadline)
 {
-  return deadline >= 0 && weft_now() >= deadline ? 0 : -ETIMEDOUT;
+  int r = weft_poll_dl(fd, (unsigned short)events, deadline);
+  if (r == -ETIMEDOUT && deadline >= 0 && weft_now() >= deadline)
+    return 0;
+  return r;
 }
 
 /* No descriptors: poll(2) is a sleep. */
@@ -326,14 +337,12 @@ static int poll_nothing(int64_t deadline)
 /* One descriptor: one weft_poll. A bad one is POLLNVAL, as poll(2) says it. */
 static int poll_one(struct pollfd *p, int64_t deadline)
 {
-  int r = weft_poll_dl(p->fd, (unsigned short)p->events, deadline);
+  int r = wait_ready(p->fd, p->events, deadline);
   if (r == -EBADF) {
     p->revents = POLLNVAL;
     return 1;
   }
-  if (r == -ETIMEDOUT)
-    return timed_out(deadline);
-  if (r < 0)
+  if (r <= 0)
     return r;
   p->revents = (short)r;
   return 1;
@@ -359,9 +368,7 @@ static int poll_many(struct pollfd *fds, nfds_t n, int64_t deadline)
     epoll_ctl(ep, EPOLL_CTL_ADD, fds[i].fd, &ev);
   }
   for (;;) {
-    r = weft_poll_dl(ep, POLLIN, deadline);
-    if (r == -ETIMEDOUT)
-      r = timed_out(deadline);
+    r = wait_ready(ep, POLLIN, deadline);
     if (r <= 0)
       break;
     r = (int)CALL_NEXT(poll, fds, n, 0);
@@ -472,9 +479,7 @@ HOOK int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv
   int64_t deadline = deadline_in_ts(tv ? &ts : NULL);
   int r = select_until(nfds, rd, wr, ex, deadline);
   if (tv) {
-    int64_t left = deadline - weft_now();
-    if (left < 0)
-      left = 0;
+    int64_t left = left_until(deadline);
     tv->tv_sec = (time_t)(left / WEFT_SEC);
     tv->tv_usec = (suseconds_t)(left % WEFT_SEC / WEFT_USEC);
   }
@@ -512,9 +517,7 @@ static int epoll_until(int ep, struct epoll_event *ev, int max, int64_t deadline
     }
     if (deadline >= 0 && deadline <= weft_now())
       break;
-    r = weft_poll_dl(ep, POLLIN, deadline);
-    if (r == -ETIMEDOUT)
-      r = timed_out(deadline);
+    r = wait_ready(ep, POLLIN, deadline);
     if (r <= 0)
       break;
   }
@@ -636,9 +639,7 @@ HOOK int nanosleep(const struct timespec *req, struct timespec *rem)
   int64_t end = after(timespec_ns(req));
   int r = weft_sleep_until(end);
   if (r < 0 && rem) {
-    int64_t left = end - weft_now();
-    if (left < 0)
-      left = 0;
+    int64_t left = left_until(end);
     rem->tv_sec = (time_t)(left / WEFT_SEC);
     rem->tv_nsec = (long)(left % WEFT_SEC);
   }
@@ -661,6 +662,5 @@ HOOK unsigned sleep(unsigned s)
   if (r == 0)
     return 0;
   errno = -r;
-  int64_t left = end - weft_now();
-  return left <= 0 ? 0 : (unsigned)((left + WEFT_SEC - 1) / WEFT_SEC);
+  return (unsigned)((left_until(end) + WEFT_SEC - 1) / WEFT_SEC);
 }
