@@ -66,6 +66,15 @@ bool weft__utf8_valid(const unsigned char *s, size_t n)
   return true;
 }
 
+/* dst[i] = src[i] ^ key[(at + i) % 4]: the masking of RFC 6455 5.3, for
+ * bytes that start `at` bytes into a payload (dst may be src). */
+static void apply_mask(unsigned char *dst, const unsigned char *src, size_t n,
+                       const unsigned char key[4], size_t at)
+{
+  for (size_t i = 0; i < n; i++)
+    dst[i] = src[i] ^ key[(at + i) & 3];
+}
+
 /* ---- writing frames ------------------------------------------------------------------ */
 
 /* Four random bytes for a client frame's masking key (RFC 6455 5.3: from a
@@ -125,8 +134,7 @@ static int write_frame_locked(weft_ws *ws, int op, const void *data, size_t n, i
     int cnt = 1;
     do {
       size_t k = n - done < WS_MASK_CHUNK ? n - done : WS_MASK_CHUNK;
-      for (size_t i = 0; i < k; i++)
-        chunk[i] = p[done + i] ^ key[(done + i) & 3];
+      apply_mask(chunk, p + done, k, key, done);
       iov[cnt] = (struct iovec){chunk, k};
       r = weft__bufio_writev_all(ws->fd, iov, cnt + 1, deadline);
       done += k;
@@ -237,33 +245,36 @@ static int read_header(weft_ws *ws, struct frame *f)
   return bad ? -EPROTO : 0;
 }
 
+/* A payload read that came short or failed: the error, or -ECONNRESET
+ * when the connection ended (end of file, -EPIPE) without a close. */
+static int cut_short(ssize_t got)
+{
+  return got < 0 && got != -EPIPE ? (int)got : -ECONNRESET;
+}
+
 /* Reads a frame's payload of n bytes into dst and unmasks it. */
 static int read_payload(weft_ws *ws, const struct frame *f, unsigned char *dst, size_t n)
 {
   if (n == 0)
     return 0;
   ssize_t got = weft_reader_read_exact(ws->rd, dst, n);
-  if (got < 0)
-    return got == -EPIPE ? -ECONNRESET : (int)got;
-  if ((size_t)got < n)
-    return -ECONNRESET;
+  if (got < 0 || (size_t)got < n)
+    return cut_short(got);
   if (f->masked)
-    for (size_t i = 0; i < n; i++)
-      dst[i] ^= f->key[i & 3];
+    apply_mask(dst, dst, n, f->key, 0);
   return 0;
 }
 
-/* Reads and drops a payload of n bytes. */
+/* Drops a payload of n bytes as it is buffered, without copying it. */
 static int skip_payload(weft_ws *ws, uint64_t n)
 {
-  unsigned char sink[4096];
   while (n > 0) {
-    size_t k = n < sizeof(sink) ? (size_t)n : sizeof(sink);
-    ssize_t got = weft_reader_read_exact(ws->rd, sink, k);
-    if (got < 0)
-      return got == -EPIPE ? -ECONNRESET : (int)got;
-    if ((size_t)got < k)
-      return -ECONNRESET;
+    const void *p;
+    ssize_t got = weft_reader_peek(ws->rd, 1, &p);
+    if (got < 1)
+      return cut_short(got);
+    size_t k = (uint64_t)got < n ? (size_t)got : (size_t)n;
+    weft_reader_consume(ws->rd, k);
     n -= k;
   }
   return 0;
