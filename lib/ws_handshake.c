@@ -88,10 +88,13 @@ static void sha1(const void *m, size_t n, unsigned char out[20])
       out[4 * i + j] = (unsigned char)(h[i] >> (24 - 8 * j));
 }
 
+static const char base64_digits[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
 /* base64 of in[0, n) into out (4 * ceil(n / 3) + 1 bytes, NUL-terminated). */
 static void base64(const unsigned char *in, size_t n, char *out)
 {
-  static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  const char *digits = base64_digits;
   size_t o = 0;
   for (size_t i = 0; i < n; i += 3) {
     uint32_t v = (uint32_t)in[i] << 16;
@@ -257,7 +260,7 @@ static bool key_valid(const char *k)
   if (strlen(k) != 24 || strcmp(k + 22, "==") != 0)
     return false;
   for (int i = 0; i < 22; i++)
-    if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", k[i]))
+    if (!strchr(base64_digits, k[i]))
       return false;
   return true;
 }
