@@ -115,15 +115,24 @@ void weft__steal_reset_backoff(weft__shard *sh)
   sh->steal.cooldown = 0;
 }
 
-/* The next victim in the walk: the cursor advances by the stride, and when
- * the stride shares a factor with the shard count (so the walk would cycle
- * through a subset) it slips by one after each cycle, to reach everyone. */
+/* The next victim in the walk: the cursor advances by the stride. When the
+ * stride shares a factor with the shard count, the walk would cycle through
+ * a subset, so it slips by one after each `cycle` steps to reach everyone;
+ * `cycle` is 0 when the stride is coprime with the count (no slip).
+ *
+ * Only then: a slip after a coprime walk's full cycle could land on the
+ * thief itself twice in a row (stride 1 on 2 shards gave 0, 1, 1, 0, 0, ...)
+ * and, with one probe per round, a third of the rounds probed nobody and
+ * counted as failures - each one a backoff of a few hundred ns in a thief
+ * that had work waiting (measured in the fanout bench). Without a slip two
+ * steps in a row never meet the same shard (stride % n is not 0), and with
+ * one they do not either: the slip moves to another residue class. */
 static unsigned next_victim(struct weft__steal_state *st, unsigned n, unsigned stride,
                             unsigned cycle)
 {
   unsigned cand = st->cursor % n;
   st->cursor = (st->cursor + stride) % n;
-  if (++st->steps >= cycle) {
+  if (cycle && ++st->steps >= cycle) {
     st->steps = 0;
     st->cursor = (st->cursor + 1) % n;
   }
@@ -194,7 +203,8 @@ unsigned weft__steal_round(weft__shard *sh)
   unsigned stride = c->steal_stride % n;
   if (stride == 0)
     stride = 1;
-  unsigned cycle = n / gcd(stride, n);
+  unsigned g = gcd(stride, n);
+  unsigned cycle = g > 1 ? n / g : 0;
   /* Each round looks at every other shard at most once. */
   unsigned max_attempts = n - 1;
   unsigned probes = c->steal_probes < max_attempts ? c->steal_probes : max_attempts;

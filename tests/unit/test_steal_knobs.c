@@ -128,7 +128,8 @@ Test(steal, huge_backoff_skips_rounds_and_still_steals_new_work, .timeout = 60)
     }
     cr_assert_gt(s[i].steal_skipped_backoff, 0, "shard %d skipped no round", i);
     /* One probing round per wake-up (park resets the cooldown), each
-     * round probing the single other shard twice (steal_probes 2). */
+     * round probing the single other shard once (steal_probes is capped at
+     * the number of other shards); a margin of 2x. */
     cr_assert_leq(s[i].steal_attempts, 2 * (s[i].parks + 1),
                   "shard %d: %llu probes over %llu parks", i,
                   (unsigned long long)s[i].steal_attempts, (unsigned long long)s[i].parks);
@@ -146,6 +147,54 @@ Test(steal, huge_backoff_skips_rounds_and_still_steals_new_work, .timeout = 60)
   cr_assert_eq(atomic_load(&ran_on[0]) + atomic_load(&ran_on[1]), SPREAD_TASKS);
   cr_assert_gt(atomic_load(&ran_on[1]), 0, "shard 1 never stole after its cooldown");
   rt_stop_idle(rt);
+}
+
+/* Idle shards with a one-round cooldown (backoff_min = backoff_max = 1)
+ * alternate: a round that finds nothing, then one round skipped. Every
+ * round that runs must probe min(steal_probes, shards - 1) other shards, so
+ * the probes are at least that many times the skipped rounds (each skip
+ * follows a failed round). A walk that lands on the thief itself twice in a
+ * row, so that a round probes nobody, breaks the bound: it did for 2 shards
+ * and the default stride (a third of the rounds). */
+static void assert_every_round_probes(int shards, unsigned stride)
+{
+  weft_config c;
+  rt_cfg(&c, shards);
+  c.steal_stride = stride;
+  c.steal_backoff_min = 1;
+  c.steal_backoff_max = 1;
+  /* Spinning, not parking, for the whole test: thousands of rounds. */
+  c.spin_ns = 10000 * WEFT_MSEC;
+  c.spin_max_ns = 10000 * WEFT_MSEC;
+  weft_runtime *rt = rt_start_cfg(&c);
+  unsigned per_round = c.steal_probes < (unsigned)shards - 1 ? c.steal_probes : (unsigned)shards - 1;
+  weft_stats s;
+  for (int i = 0; i < shards; i++) {
+    for (int k = 0; k < 10000; k++) {
+      cr_assert_eq(weft_stats_get(rt, i, &s), 0);
+      if (s.steal_skipped_backoff >= 3000)
+        break;
+      weft_sleep(WEFT_MSEC);
+    }
+    cr_assert_geq(s.steal_skipped_backoff, 3000, "shard %d: %llu rounds skipped", i,
+                  (unsigned long long)s.steal_skipped_backoff);
+    /* Less two rounds: the counters are read one after another while the
+     * shard goes on. */
+    cr_assert_geq(s.steal_attempts, per_round * (s.steal_skipped_backoff - 2),
+                  "%d shards, stride %u, shard %d: %llu probes for %llu failed rounds", shards,
+                  stride, i, (unsigned long long)s.steal_attempts,
+                  (unsigned long long)s.steal_skipped_backoff);
+    cr_assert_eq(s.steal_success, 0);
+  }
+  rt_stop_idle(rt);
+}
+
+Test(steal, every_round_probes_another_shard, .timeout = 60)
+{
+  assert_every_round_probes(2, 1);
+  assert_every_round_probes(3, 1);
+  assert_every_round_probes(4, 2);
+  assert_every_round_probes(4, 3);
 }
 
 #define LOCAL_TASKS 8
