@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ws_echo: a WebSocket echo server. Every connection is upgraded with
- * weft_ws_accept and each message sent back as it came, text as text and
- * binary as binary, up to 16 MiB; a close from the client is answered and
- * ends the connection.
+ * weft_ws_accept_opts - agreeing on the subprotocol "echo.v1" when the
+ * client offers it, going on without one otherwise - and each message sent
+ * back as it came, text as text and binary as binary, up to 16 MiB; a close
+ * from the client is answered and ends the connection.
  *
  *   ws_echo [--host H] [--port N] [--shards N]
  *
@@ -25,8 +26,10 @@
 static void *ws_conn(void *arg)
 {
   int fd = (int)(intptr_t)arg;
+  static const char *const protocols[] = {"echo.v1", NULL};
+  const weft_ws_opts opts = {.protocols = protocols};
   weft_ws *ws;
-  int r = weft_ws_accept(&ws, fd, weft_now() + HANDSHAKE_TIMEOUT);
+  int r = weft_ws_accept_opts(&ws, fd, &opts, weft_now() + HANDSHAKE_TIMEOUT);
   char *msg = r == 0 ? malloc(MAX_MESSAGE) : NULL;
   if (r == 0 && !msg)
     weft_ws_close(ws, 1011, "out of memory", weft_now() + WEFT_SEC);

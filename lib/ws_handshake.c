@@ -149,12 +149,79 @@ void weft_ws_free(weft_ws *ws)
     return;
   weft_reader_destroy(ws->rd);
   free(ws->mask_buf);
+  free(ws->headers);
   free(ws);
 }
 
 const char *weft_ws_path(const weft_ws *ws)
 {
   return ws ? ws->path : "";
+}
+
+const char *weft_ws_protocol(const weft_ws *ws)
+{
+  return ws ? ws->protocol : "";
+}
+
+/* Calls each(name, value, arg) for the peer's headers in the order they
+ * came, until it returns true; returns whether one did. */
+static bool each_header(const weft_ws *ws, bool (*each)(const char *, const char *, void *),
+                        void *arg)
+{
+  for (size_t i = 0; i < ws->headers_len;) {
+    const char *name = ws->headers + i;
+    const char *value = name + strlen(name) + 1;
+    i = (size_t)(value - ws->headers) + strlen(value) + 1;
+    if (each(name, value, arg))
+      return true;
+  }
+  return false;
+}
+
+struct lookup {
+  const char *name;
+  const char *value;
+};
+
+static bool lookup_one(const char *name, const char *value, void *arg)
+{
+  struct lookup *l = arg;
+  if (strcasecmp(name, l->name) != 0)
+    return false;
+  l->value = value;
+  return true;
+}
+
+const char *weft_ws_header(const weft_ws *ws, const char *name)
+{
+  if (!ws || !name)
+    return NULL;
+  struct lookup l = {.name = name, .value = NULL};
+  each_header(ws, lookup_one, &l);
+  return l.value;
+}
+
+/* Keeps a header of the peer's head (bounded by the head's own size). */
+static int store_header(weft_ws *ws, const char *name, const char *value)
+{
+  size_t nl = strlen(name) + 1, vl = strlen(value) + 1;
+  if (ws->headers_len + nl + vl > ws->headers_cap) {
+    size_t cap = ws->headers_cap ? ws->headers_cap * 2 : 512;
+    while (cap < ws->headers_len + nl + vl)
+      cap *= 2;
+    char *p = weft__malloc(cap);
+    if (!p)
+      return -ENOMEM;
+    if (ws->headers_len)
+      memcpy(p, ws->headers, ws->headers_len);
+    free(ws->headers);
+    ws->headers = p;
+    ws->headers_cap = cap;
+  }
+  memcpy(ws->headers + ws->headers_len, name, nl);
+  memcpy(ws->headers + ws->headers_len + nl, value, vl);
+  ws->headers_len += nl + vl;
+  return 0;
 }
 
 int weft_ws_close_code(const weft_ws *ws)
@@ -235,6 +302,9 @@ static int read_head(weft_ws *ws, struct head *h, bool request)
       v++;
     for (char *e = v + strlen(v); e > v && (e[-1] == ' ' || e[-1] == '\t');)
       *--e = '\0';
+    int r = store_header(ws, line, v);
+    if (r < 0)
+      return r;
     const char *keyname = request ? "Sec-WebSocket-Key" : "Sec-WebSocket-Accept";
     if (strcasecmp(line, "Upgrade") == 0)
       h->upgrade = has_token(v, "websocket");
@@ -265,9 +335,135 @@ static bool key_valid(const char *k)
   return true;
 }
 
+/* ---- options --------------------------------------------------------------------------- */
+
+/* An HTTP token (RFC 9110 5.6.2): what a subprotocol and a header name are. */
+static bool is_token(const char *p, size_t n)
+{
+  if (n == 0)
+    return false;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)p[i];
+    if (c <= 0x20 || c >= 0x7F || strchr("()<>@,;:\\\"/[]?={}", c))
+      return false;
+  }
+  return true;
+}
+
+static bool protocols_valid(const char *const *list)
+{
+  for (; list && *list; list++) {
+    size_t n = strlen(*list);
+    if (n >= WS_PROTOCOL_MAX || !is_token(*list, n))
+      return false;
+  }
+  return true;
+}
+
+static bool protocol_listed(const char *const *list, const char *p, size_t n)
+{
+  for (; list && *list; list++)
+    if (strlen(*list) == n && memcmp(*list, p, n) == 0)
+      return true;
+  return false;
+}
+
+/* A client's extra header line: "Name: value", a token for a name, no
+ * control characters but tabs in the value, and not a header the handshake
+ * writes itself or one that would give the request a body. */
+static bool extra_header_valid(const char *h)
+{
+  const char *colon = strchr(h, ':');
+  if (!colon || !is_token(h, (size_t)(colon - h)))
+    return false;
+  for (const unsigned char *v = (const unsigned char *)colon + 1; *v; v++)
+    if ((*v < 0x20 && *v != '\t') || *v == 0x7F)
+      return false;
+  static const char *const own[] = {"Host", "Upgrade", "Connection", "Content-Length",
+                                    "Transfer-Encoding"};
+  size_t n = (size_t)(colon - h);
+  for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+    if (strlen(own[i]) == n && strncasecmp(h, own[i], n) == 0)
+      return false;
+  return !(n >= 14 && strncasecmp(h, "Sec-WebSocket-", 14) == 0);
+}
+
 /* ---- server ------------------------------------------------------------------------------ */
 
-static int accept_request(weft_ws *ws, int64_t deadline)
+struct choice {
+  const char *const *ours;
+  char *out; /* WS_PROTOCOL_MAX bytes */
+};
+
+/* Sec-WebSocket-Protocol lines of the request, in order: the first offer
+ * that is on our list wins (the client lists them by preference). */
+static bool choose_in(const char *name, const char *value, void *arg)
+{
+  struct choice *c = arg;
+  if (strcasecmp(name, "Sec-WebSocket-Protocol") != 0)
+    return false;
+  for (const char *p = value; *p;) {
+    while (*p == ' ' || *p == '\t' || *p == ',')
+      p++;
+    const char *start = p;
+    while (*p && *p != ',' && *p != ' ' && *p != '\t')
+      p++;
+    size_t n = (size_t)(p - start);
+    if (n && n < WS_PROTOCOL_MAX && protocol_listed(c->ours, start, n)) {
+      memcpy(c->out, start, n);
+      c->out[n] = '\0';
+      return true;
+    }
+    while (*p && *p != ',')
+      p++;
+  }
+  return false;
+}
+
+static const char *reason_phrase(int status)
+{
+  switch (status) {
+  case 400: return "Bad Request";
+  case 401: return "Unauthorized";
+  case 403: return "Forbidden";
+  case 404: return "Not Found";
+  case 429: return "Too Many Requests";
+  case 500: return "Internal Server Error";
+  case 503: return "Service Unavailable";
+  default: return "Refused";
+  }
+}
+
+/* The request was a valid upgrade: choose a subprotocol, let the check
+ * have its say, and answer. */
+static int answer_upgrade(weft_ws *ws, const char *key, const weft_ws_opts *o, int64_t deadline)
+{
+  if (o && o->protocols) {
+    struct choice c = {.ours = o->protocols, .out = ws->protocol};
+    each_header(ws, choose_in, &c);
+  }
+  int status = o && o->check ? o->check(ws, o->check_arg) : 0;
+  char resp[512];
+  if (status != 0) {
+    if (status < 400 || status > 599)
+      status = 500;
+    snprintf(resp, sizeof(resp),
+             "HTTP/1.1 %d %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", status,
+             reason_phrase(status));
+    send_text(ws, resp, deadline);
+    return -ECONNREFUSED;
+  }
+  char acc[29];
+  weft__ws_accept_value(key, acc);
+  snprintf(resp, sizeof(resp),
+           "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+           "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n%s%s%s\r\n",
+           acc, ws->protocol[0] ? "Sec-WebSocket-Protocol: " : "", ws->protocol,
+           ws->protocol[0] ? "\r\n" : "");
+  return send_text(ws, resp, deadline);
+}
+
+static int accept_request(weft_ws *ws, const weft_ws_opts *o, int64_t deadline)
 {
   struct head *h = weft__calloc(1, sizeof(*h));
   if (!h)
@@ -286,35 +482,33 @@ static int accept_request(weft_ws *ws, int64_t deadline)
     send_text(ws, "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
               deadline);
   } else if (r == 0) {
-    char acc[29], resp[256];
-    weft__ws_accept_value(h->key, acc);
-    snprintf(resp, sizeof(resp),
-             "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-             "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n",
-             acc);
-    r = send_text(ws, resp, deadline);
-    if (r == 0)
-      snprintf(ws->path, sizeof(ws->path), "%s", target);
+    snprintf(ws->path, sizeof(ws->path), "%s", target);
+    r = answer_upgrade(ws, h->key, o, deadline);
   }
   free(h);
   return r;
 }
 
-int weft_ws_accept(weft_ws **out, int fd, int64_t deadline)
+int weft_ws_accept_opts(weft_ws **out, int fd, const weft_ws_opts *o, int64_t deadline)
 {
-  if (!out || fd < 0)
+  if (!out || fd < 0 || (o && (o->headers || !protocols_valid(o->protocols))))
     return -EINVAL;
   weft_ws *ws = weft__ws_new(fd, false);
   if (!ws)
     return -ENOMEM;
   weft_reader_set_deadline(ws->rd, deadline);
-  int r = accept_request(ws, deadline);
+  int r = accept_request(ws, o, deadline);
   if (r < 0) {
     weft_ws_free(ws);
     return r;
   }
   *out = ws;
   return 0;
+}
+
+int weft_ws_accept(weft_ws **out, int fd, int64_t deadline)
+{
+  return weft_ws_accept_opts(out, fd, NULL, deadline);
 }
 
 /* ---- client ------------------------------------------------------------------------------ */
@@ -324,7 +518,77 @@ static bool header_safe(const char *s)
   return !strpbrk(s, "\r\n");
 }
 
-static int connect_request(weft_ws *ws, const char *host, const char *path, int64_t deadline)
+/* The request head's length, or 0 when an option is not valid. */
+static size_t request_size(const char *host, const char *path, const weft_ws_opts *o)
+{
+  size_t n = strlen(host) + strlen(path) + 160; /* the fixed lines and the key */
+  if (!o)
+    return n;
+  if (o->check || !protocols_valid(o->protocols))
+    return 0;
+  if (o->protocols && o->protocols[0]) {
+    n += sizeof("Sec-WebSocket-Protocol: \r\n");
+    for (const char *const *p = o->protocols; *p; p++)
+      n += strlen(*p) + 2;
+  }
+  for (const char *const *h = o->headers; h && *h; h++) {
+    if (!extra_header_valid(*h))
+      return 0;
+    n += strlen(*h) + 2;
+  }
+  return n;
+}
+
+static int write_request(weft_ws *ws, const char *host, const char *path, const char *key,
+                         const weft_ws_opts *o, size_t cap, int64_t deadline)
+{
+  char *req = weft__malloc(cap);
+  if (!req)
+    return -ENOMEM;
+  size_t n = (size_t)snprintf(req, cap,
+                              "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\n"
+                              "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
+                              "Sec-WebSocket-Version: 13\r\n",
+                              path, host, key);
+  if (o && o->protocols && o->protocols[0]) {
+    n += (size_t)snprintf(req + n, cap - n, "Sec-WebSocket-Protocol: ");
+    for (const char *const *p = o->protocols; *p; p++)
+      n += (size_t)snprintf(req + n, cap - n, "%s%s", *p, p[1] ? ", " : "\r\n");
+  }
+  for (const char *const *h = o ? o->headers : NULL; h && *h; h++)
+    n += (size_t)snprintf(req + n, cap - n, "%s\r\n", *h);
+  snprintf(req + n, cap - n, "\r\n");
+  int r = send_text(ws, req, deadline);
+  free(req);
+  return r;
+}
+
+struct answer {
+  const char *const *offered;
+  char *protocol; /* WS_PROTOCOL_MAX bytes */
+  int protocols;  /* Sec-WebSocket-Protocol lines seen */
+  bool bad;
+};
+
+/* The answer's subprotocol must be one we offered, given once; it must not
+ * name an extension (we offer none). */
+static bool check_answer(const char *name, const char *value, void *arg)
+{
+  struct answer *a = arg;
+  if (strcasecmp(name, "Sec-WebSocket-Extensions") == 0 && value[0]) {
+    a->bad = true;
+  } else if (strcasecmp(name, "Sec-WebSocket-Protocol") == 0) {
+    size_t n = strlen(value);
+    if (a->protocols++ || !protocol_listed(a->offered, value, n))
+      a->bad = true;
+    else
+      memcpy(a->protocol, value, n + 1);
+  }
+  return a->bad;
+}
+
+static int connect_request(weft_ws *ws, const char *host, const char *path,
+                           const weft_ws_opts *o, size_t cap, int64_t deadline)
 {
   unsigned char nonce[16];
   int saved = errno;
@@ -335,16 +599,7 @@ static int connect_request(weft_ws *ws, const char *host, const char *path, int6
   char key[25], want[29];
   base64(nonce, sizeof(nonce), key);
   weft__ws_accept_value(key, want);
-  size_t cap = strlen(host) + strlen(path) + 256;
-  char *req = weft__malloc(cap);
-  if (!req)
-    return -ENOMEM;
-  snprintf(req, cap,
-           "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-           "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n",
-           path, host, key);
-  int r = send_text(ws, req, deadline);
-  free(req);
+  int r = write_request(ws, host, path, key, o, cap, deadline);
   if (r < 0)
     return r;
   struct head *h = weft__calloc(1, sizeof(*h));
@@ -356,23 +611,38 @@ static int connect_request(weft_ws *ws, const char *host, const char *path, int6
                  !h->upgrade || !h->connection || strcmp(h->key, want) != 0))
     r = -EPROTO;
   free(h);
+  if (r == 0) {
+    struct answer a = {.offered = o ? o->protocols : NULL, .protocol = ws->protocol};
+    each_header(ws, check_answer, &a);
+    if (a.bad)
+      r = -EPROTO;
+  }
   return r;
 }
 
-int weft_ws_connect(weft_ws **out, int fd, const char *host, const char *path, int64_t deadline)
+int weft_ws_connect_opts(weft_ws **out, int fd, const char *host, const char *path,
+                         const weft_ws_opts *o, int64_t deadline)
 {
   if (!out || fd < 0 || !host || !path || path[0] != '/' || !header_safe(host) ||
-      !header_safe(path) || strlen(path) >= WS_PATH_MAX || strlen(host) > HEADER_MAX)
+      !header_safe(path) || strlen(path) >= WS_PATH_MAX)
+    return -EINVAL;
+  size_t cap = request_size(host, path, o);
+  if (cap == 0 || cap > HEADER_MAX)
     return -EINVAL;
   weft_ws *ws = weft__ws_new(fd, true);
   if (!ws)
     return -ENOMEM;
   weft_reader_set_deadline(ws->rd, deadline);
-  int r = connect_request(ws, host, path, deadline);
+  int r = connect_request(ws, host, path, o, cap, deadline);
   if (r < 0) {
     weft_ws_free(ws);
     return r;
   }
   *out = ws;
   return 0;
+}
+
+int weft_ws_connect(weft_ws **out, int fd, const char *host, const char *path, int64_t deadline)
+{
+  return weft_ws_connect_opts(out, fd, host, path, NULL, deadline);
 }

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #define WS_PATH_MAX 2048
+#define WS_PROTOCOL_MAX 256 /* a subprotocol token, its NUL included */
 #define WS_MASK_CHUNK 16384 /* a client masks a copy of its payload this much at a time */
 
 struct weft_ws {
@@ -29,6 +30,9 @@ struct weft_ws {
   size_t masks_used;
   unsigned char *mask_buf;  /* a client's masked copy (WS_MASK_CHUNK bytes) */
   char path[WS_PATH_MAX];
+  char protocol[WS_PROTOCOL_MAX]; /* the agreed subprotocol, "" for none */
+  char *headers;      /* the peer's handshake headers: "name\0value\0" pairs */
+  size_t headers_len, headers_cap;
 };
 
 /* A connection on fd with its reader; NULL for lack of memory. */

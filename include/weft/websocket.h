@@ -2,8 +2,9 @@
 /*
  * WebSocket (RFC 6455) over a connected stream socket: the opening
  * handshake for either side, whole messages in and out, ping/pong and the
- * closing handshake. No extensions (permessage-deflate is not offered or
- * accepted) and no subprotocols.
+ * closing handshake, with subprotocol negotiation, extra request headers,
+ * and a server-side check that may refuse a request (weft_ws_opts). No
+ * extensions: permessage-deflate is neither offered nor accepted.
  *
  *     int fd = weft_listener_accept(l, deadline);        server
  *     weft_ws *ws;
@@ -76,6 +77,53 @@ WEFT_API int weft_ws_accept(weft_ws **out, int fd, int64_t deadline);
  * -ENOMEM, -ETIMEDOUT, -ECANCELED, the socket's errors. */
 WEFT_API int weft_ws_connect(weft_ws **out, int fd, const char *host, const char *path,
                              int64_t deadline);
+
+/* Options of the opening handshake (weft_ws_accept_opts,
+ * weft_ws_connect_opts). NULL, or all fields zero, is the plain handshake of
+ * weft_ws_accept and weft_ws_connect. */
+typedef struct weft_ws_opts {
+  /* Subprotocols (Sec-WebSocket-Protocol): a NULL-terminated list of
+   * tokens, matched case-sensitively. A client offers them in its order of
+   * preference; a server takes the first of the client's offers that is on
+   * its list, or none when nothing matches (it then answers without one,
+   * and a client accepts that: weft_ws_protocol says ""). */
+  const char *const *protocols;
+  /* Client only: more request header lines, each "Name: value", such as
+   * "Origin: https://example.com" or "Authorization: Bearer ...";
+   * NULL-terminated. Not one of the handshake's own (Host, Upgrade,
+   * Connection, Sec-WebSocket-*). */
+  const char *const *headers;
+  /* Server only: called once a valid upgrade request has been read and its
+   * subprotocol chosen, before anything is answered, with the connection -
+   * weft_ws_path, weft_ws_header and weft_ws_protocol work on it. Return 0
+   * to accept; an HTTP status from 400 to 599 refuses the request with that
+   * status (other values refuse it with 500), and weft_ws_accept_opts then
+   * returns -ECONNREFUSED. It runs in the accepting task and may wait. */
+  int (*check)(weft_ws *ws, void *arg);
+  void *check_arg;
+} weft_ws_opts;
+
+/* weft_ws_accept with options. -EINVAL also for a subprotocol that is not a
+ * token, or a client-only option (headers). */
+WEFT_API int weft_ws_accept_opts(weft_ws **out, int fd, const weft_ws_opts *o, int64_t deadline);
+
+/* weft_ws_connect with options. -EINVAL also for a subprotocol that is not a
+ * token, a header line that is not "Name: value" or holds CR, LF or another
+ * control character, one of the handshake's own headers, a request head over
+ * 8 KiB, or a server-only option (check). -EPROTO also when the server
+ * chose a subprotocol that was not offered, or answered with an extension
+ * (none is ever offered). */
+WEFT_API int weft_ws_connect_opts(weft_ws **out, int fd, const char *host, const char *path,
+                                  const weft_ws_opts *o, int64_t deadline);
+
+/* The subprotocol both sides agreed on, "" for none. */
+WEFT_API const char *weft_ws_protocol(const weft_ws *ws);
+
+/* The value of header `name` (any case) in the peer's half of the opening
+ * handshake - the request on the server side, the answer on the client
+ * side - without surrounding blanks; the first one if it came more than
+ * once; NULL if it did not come. Valid until weft_ws_free. */
+WEFT_API const char *weft_ws_header(const weft_ws *ws, const char *name);
 
 /* Receives the next message into buf[0, cap), its fragments joined; answers
  * pings on the way (pongs are consumed). Returns the message's length with

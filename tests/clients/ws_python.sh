@@ -4,7 +4,8 @@
 # websockets library (Debian's python3-websockets): text and binary messages
 # of every length class up to 1 MiB, a ping, a fragmented message, many
 # messages on several connections at once, and the closing handshake with
-# its status; then a request that is not an upgrade gets 400.
+# its status; the subprotocol echo.v1 agreed when offered, none otherwise;
+# then a request that is not an upgrade gets 400.
 #   ws_python.sh WS_ECHO
 . "$(dirname "$0")/common.sh"
 server=$1
@@ -42,8 +43,19 @@ async def one_connection(tag):
         await ws.close(code=1000, reason="done")
         assert ws.close_code == 1000, ws.close_code
 
+async def subprotocols():
+    async with websockets.connect(uri, subprotocols=["chat", "echo.v1"]) as ws:
+        assert ws.subprotocol == "echo.v1", ws.subprotocol
+        await ws.send("with echo.v1")
+        assert await ws.recv() == "with echo.v1"
+    async with websockets.connect(uri, subprotocols=["chat"]) as ws:
+        assert ws.subprotocol is None, ws.subprotocol
+    async with websockets.connect(uri) as ws:
+        assert ws.subprotocol is None, ws.subprotocol
+
 async def main():
     await asyncio.gather(*(one_connection(t) for t in range(8)))
+    await subprotocols()
 
 asyncio.run(main())
 print("websockets client: OK")

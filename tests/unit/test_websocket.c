@@ -77,20 +77,6 @@ Test(websocket, server_side_matches_the_rfc_examples, .timeout = 30)
   rt_assert_clean();
 }
 
-/* The weft client against a server the test plays. */
-struct connecting {
-  int fd;
-  weft_ws *ws;
-  int r;
-};
-
-static void *connect_task(void *arg)
-{
-  struct connecting *c = arg;
-  c->r = weft_ws_connect(&c->ws, c->fd, "server.example.com", "/chat", weft_now() + 5 * WEFT_SEC);
-  return NULL;
-}
-
 /* Plays the server's side of the handshake on fd: reads the request,
  * checks it, answers with `status_line` and the right key (or `bad_key`).
  * Returns the request's key. */

@@ -40,4 +40,22 @@ static inline void raw_head(int fd, char *buf, size_t cap)
   buf[n] = '\0';
 }
 
+/* A weft client (weft_ws_connect_opts with o, NULL for the plain
+ * handshake) to a server the test plays, in a task: host
+ * server.example.com, path /chat. */
+struct connecting {
+  int fd;
+  const weft_ws_opts *o;
+  int r;
+  weft_ws *ws;
+};
+
+static inline void *connect_task(void *arg)
+{
+  struct connecting *c = arg;
+  c->r = weft_ws_connect_opts(&c->ws, c->fd, "server.example.com", "/chat", c->o,
+                              weft_now() + 5 * WEFT_SEC);
+  return NULL;
+}
+
 #endif

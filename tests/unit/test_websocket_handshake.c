@@ -1,0 +1,333 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Suite "websocket", part 2: the options of the opening handshake. The
+ * subprotocol a server chooses (the client's first offer it speaks), what a
+ * client accepts in the answer (only a subprotocol it offered, once; no
+ * extension), extra request headers and the peer's headers as read back,
+ * a server's check refusing a request with the status it returns, and the
+ * options refused before anything is written.
+ */
+#include "ws_test.h"
+
+#define DEADLINE() (weft_now() + 5 * WEFT_SEC)
+
+/* ---- a weft server, the test as the client ------------------------------------------------- */
+
+struct accepting {
+  int fd;
+  const weft_ws_opts *o;
+  int r;
+  weft_ws *ws;
+};
+
+static void *accept_task(void *arg)
+{
+  struct accepting *a = arg;
+  a->r = weft_ws_accept_opts(&a->ws, a->fd, a->o, DEADLINE());
+  return NULL;
+}
+
+/* Sends `request` to a weft server accepting with o on sv[0]; its answer's
+ * head into head[cap], the server's result in *r. */
+static weft_ws *server_answers(int sv[2], const char *request, const weft_ws_opts *o, int *r,
+                              char *head, size_t cap)
+{
+  struct accepting a = {.fd = sv[0], .o = o, .r = 1};
+  weft_task *t;
+  CO_EQ(io_spawn_on(&t, weft_shard_id(), accept_task, &a), 0);
+  raw_send(sv[1], request, strlen(request));
+  raw_head(sv[1], head, cap);
+  CO_EQ(weft_join(t, NULL), 0);
+  *r = a.r;
+  return a.ws;
+}
+
+#define REQUEST_HEAD                                                                          \
+  "GET /chat?room=1 HTTP/1.1\r\nHost: server.example.com\r\nUpgrade: websocket\r\n"         \
+  "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"                   \
+  "Sec-WebSocket-Version: 13\r\nOrigin:   http://example.com  \r\n"
+
+static const char *const chat_protocols[] = {"chat.v1", "chat.v2", NULL};
+
+/* What the check saw, and what it answers. */
+struct verdict {
+  int status;
+  int calls;
+  char path[64], origin[64], protocol[32];
+};
+
+static int check(weft_ws *ws, void *arg)
+{
+  struct verdict *v = arg;
+  v->calls++;
+  const char *origin = weft_ws_header(ws, "ORIGIN");
+  snprintf(v->path, sizeof(v->path), "%s", weft_ws_path(ws));
+  snprintf(v->origin, sizeof(v->origin), "%s", origin ? origin : "(none)");
+  snprintf(v->protocol, sizeof(v->protocol), "%s", weft_ws_protocol(ws));
+  return v->status;
+}
+
+static void *server_main(void *arg)
+{
+  (void)arg;
+  int sv[2], r;
+  char head[1024];
+  weft_ws_opts o = {.protocols = chat_protocols};
+
+  /* The client's first offer we speak, across two header lines. */
+  pair(sv);
+  weft_ws *ws = server_answers(sv,
+                               REQUEST_HEAD "Sec-WebSocket-Protocol: mqtt, chat.v2\r\n"
+                                            "Sec-WebSocket-Protocol: chat.v1\r\n\r\n",
+                               &o, &r, head, sizeof(head));
+  CO_EQ(r, 0);
+  CO_CHECK(strncmp(head, "HTTP/1.1 101 ", 13) == 0);
+  CO_CHECK(strstr(head, "\r\nSec-WebSocket-Protocol: chat.v2\r\n") != NULL);
+  CO_CHECK(strcmp(weft_ws_protocol(ws), "chat.v2") == 0);
+  /* The request's headers, looked up in any case, without blanks around. */
+  CO_CHECK(strcmp(weft_ws_header(ws, "origin"), "http://example.com") == 0);
+  CO_CHECK(strcmp(weft_ws_header(ws, "sec-websocket-protocol"), "mqtt, chat.v2") == 0);
+  CO_CHECK(weft_ws_header(ws, "Cookie") == NULL);
+  CO_CHECK(weft_ws_header(ws, NULL) == NULL);
+  CO_CHECK(strcmp(weft_ws_path(ws), "/chat?room=1") == 0);
+  weft_ws_free(ws);
+  io_close_pipe(sv);
+
+  /* Matching is case-sensitive; nothing matches: no subprotocol header. */
+  pair(sv);
+  ws = server_answers(sv, REQUEST_HEAD "Sec-WebSocket-Protocol: CHAT.V1, mqtt\r\n\r\n", &o, &r,
+                      head, sizeof(head));
+  CO_EQ(r, 0);
+  CO_CHECK(strstr(head, "Sec-WebSocket-Protocol") == NULL);
+  CO_CHECK(strcmp(weft_ws_protocol(ws), "") == 0);
+  weft_ws_free(ws);
+  io_close_pipe(sv);
+
+  /* A server without a list answers without one, whatever is offered. */
+  pair(sv);
+  ws = server_answers(sv, REQUEST_HEAD "Sec-WebSocket-Protocol: chat.v1\r\n\r\n", NULL, &r, head,
+                      sizeof(head));
+  CO_EQ(r, 0);
+  CO_CHECK(strstr(head, "Sec-WebSocket-Protocol") == NULL);
+  CO_CHECK(strcmp(weft_ws_protocol(ws), "") == 0);
+  weft_ws_free(ws);
+  io_close_pipe(sv);
+
+  /* The check sees path, headers and the chosen subprotocol; 0 accepts. */
+  struct verdict v = {.status = 0};
+  o.check = check;
+  o.check_arg = &v;
+  pair(sv);
+  ws = server_answers(sv, REQUEST_HEAD "Sec-WebSocket-Protocol: chat.v1\r\n\r\n", &o, &r, head,
+                      sizeof(head));
+  CO_EQ(r, 0);
+  CO_EQ(v.calls, 1);
+  CO_CHECK(strcmp(v.path, "/chat?room=1") == 0);
+  CO_CHECK(strcmp(v.origin, "http://example.com") == 0);
+  CO_CHECK(strcmp(v.protocol, "chat.v1") == 0);
+  CO_CHECK(strncmp(head, "HTTP/1.1 101 ", 13) == 0);
+  weft_ws_free(ws);
+  io_close_pipe(sv);
+
+  /* A status refuses with that status; anything else but 0 with 500. */
+  static const struct {
+    int status;
+    const char *line;
+  } refusals[] = {{403, "HTTP/1.1 403 Forbidden\r\n"},
+                  {401, "HTTP/1.1 401 Unauthorized\r\n"},
+                  {418, "HTTP/1.1 418 Refused\r\n"},
+                  {7, "HTTP/1.1 500 Internal Server Error\r\n"},
+                  {-1, "HTTP/1.1 500 Internal Server Error\r\n"},
+                  {600, "HTTP/1.1 500 Internal Server Error\r\n"}};
+  for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++) {
+    v.status = refusals[i].status;
+    pair(sv);
+    ws = server_answers(sv, REQUEST_HEAD "\r\n", &o, &r, head, sizeof(head));
+    CO_EQ(r, -ECONNREFUSED);
+    CO_CHECK(ws == NULL);
+    if (strncmp(head, refusals[i].line, strlen(refusals[i].line)) != 0)
+      rt_fail(__FILE__, __LINE__, "check returned %d, answer: %s", refusals[i].status, head);
+    CO_CHECK(strstr(head, "\r\nConnection: close\r\n") != NULL);
+    io_close_pipe(sv);
+  }
+  /* A request that is not an upgrade never reaches the check. */
+  int calls = v.calls;
+  pair(sv);
+  ws = server_answers(sv, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", &o, &r, head, sizeof(head));
+  CO_EQ(r, -EPROTO);
+  CO_CHECK(strncmp(head, "HTTP/1.1 400 ", 13) == 0);
+  CO_EQ(v.calls, calls);
+  io_close_pipe(sv);
+  return NULL;
+}
+
+Test(websocket, server_chooses_subprotocol_and_check_refuses, .timeout = 30)
+{
+  rt_run(1, server_main, NULL);
+  rt_assert_clean();
+}
+
+/* ---- a weft client, the test as the server ------------------------------------------------- */
+
+/* Runs a weft client with o on sv[0]; reads its request into head[cap] and
+ * answers with a valid 101 plus `extra` header lines. The client's result
+ * in *r. */
+static weft_ws *client_gets(int sv[2], const weft_ws_opts *o, const char *extra, int *r,
+                            char *head, size_t cap)
+{
+  struct connecting c = {.fd = sv[0], .o = o, .r = 1};
+  weft_task *t;
+  CO_EQ(io_spawn_on(&t, weft_shard_id(), connect_task, &c), 0);
+  raw_head(sv[1], head, cap);
+  const char *k = strstr(head, "\r\nSec-WebSocket-Key: ");
+  CO_CHECK(k != NULL);
+  char key[25] = "", acc[29], answer[1024];
+  if (k)
+    memcpy(key, k + 21, 24);
+  weft__ws_accept_value(key, acc);
+  snprintf(answer, sizeof(answer),
+           "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+           "Sec-WebSocket-Accept: %s\r\n%s\r\n",
+           acc, extra);
+  raw_send(sv[1], answer, strlen(answer));
+  CO_EQ(weft_join(t, NULL), 0);
+  *r = c.r;
+  return c.ws;
+}
+
+static void *client_main(void *arg)
+{
+  (void)arg;
+  int sv[2], r;
+  char head[2048];
+  static const char *const extra[] = {"Origin: https://app.example", "Authorization:Bearer t0k",
+                                      "X-Empty:", NULL};
+  weft_ws_opts o = {.protocols = chat_protocols, .headers = extra};
+
+  /* The request offers the list in order and carries the extra lines. */
+  pair(sv);
+  weft_ws *ws = client_gets(sv, &o, "Sec-WebSocket-Protocol: chat.v2\r\nServer: raw\r\n", &r,
+                            head, sizeof(head));
+  CO_EQ(r, 0);
+  CO_CHECK(strstr(head, "\r\nSec-WebSocket-Protocol: chat.v1, chat.v2\r\n") != NULL);
+  CO_CHECK(strstr(head, "\r\nOrigin: https://app.example\r\n") != NULL);
+  CO_CHECK(strstr(head, "\r\nAuthorization:Bearer t0k\r\n") != NULL);
+  CO_CHECK(strstr(head, "\r\nX-Empty:\r\n") != NULL);
+  CO_CHECK(strcmp(weft_ws_protocol(ws), "chat.v2") == 0);
+  CO_CHECK(strcmp(weft_ws_header(ws, "server"), "raw") == 0);
+  CO_CHECK(strcmp(weft_ws_path(ws), "") == 0);
+  /* And the connection works. */
+  CO_EQ(weft_ws_send(ws, WEFT_WS_TEXT, "hi", 2, WEFT_NO_DEADLINE), 0);
+  unsigned char frame[8];
+  raw_recv(sv[1], frame, 8);
+  CO_EQ(frame[0], 0x81);
+  CO_EQ(frame[1], 0x82);
+  weft_ws_free(ws);
+  io_close_pipe(sv);
+
+  /* A server that chooses none: accepted, no subprotocol. */
+  pair(sv);
+  ws = client_gets(sv, &o, "", &r, head, sizeof(head));
+  CO_EQ(r, 0);
+  CO_CHECK(strcmp(weft_ws_protocol(ws), "") == 0);
+  weft_ws_free(ws);
+  io_close_pipe(sv);
+
+  /* Answers a client must fail: a subprotocol not offered (or offered in
+   * another case), one given twice, one with no offer at all, an
+   * extension. */
+  static const struct {
+    const char *extra;
+    bool offer;
+  } bad[] = {{"Sec-WebSocket-Protocol: mqtt\r\n", true},
+             {"Sec-WebSocket-Protocol: CHAT.V1\r\n", true},
+             {"Sec-WebSocket-Protocol: chat.v1, chat.v2\r\n", true},
+             {"Sec-WebSocket-Protocol: chat.v1\r\nSec-WebSocket-Protocol: chat.v1\r\n", true},
+             {"Sec-WebSocket-Protocol: chat.v1\r\n", false},
+             {"Sec-WebSocket-Extensions: permessage-deflate\r\n", true}};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    weft_ws_opts plain = {0};
+    pair(sv);
+    ws = client_gets(sv, bad[i].offer ? &o : &plain, bad[i].extra, &r, head, sizeof(head));
+    if (r != -EPROTO)
+      rt_fail(__FILE__, __LINE__, "answer with %s: %d", bad[i].extra, r);
+    CO_CHECK(ws == NULL);
+    io_close_pipe(sv);
+  }
+  return NULL;
+}
+
+Test(websocket, client_offers_subprotocols_and_checks_the_answer, .timeout = 30)
+{
+  rt_run(1, client_main, NULL);
+  rt_assert_clean();
+}
+
+/* ---- options refused before anything is written ------------------------------------------- */
+
+/* Nothing may have been written to sv[0]'s peer. */
+static void nothing_sent(int sv[2])
+{
+  CO_EQ(io_pending(sv[1]), 0);
+}
+
+static void *refused_main(void *arg)
+{
+  (void)arg;
+  int sv[2];
+  pair(sv);
+  weft_ws *ws = NULL;
+  static const char *const bad_protocols[][2] = {{"", NULL},          {"two words", NULL},
+                                                 {"a,b", NULL},       {"semi;colon", NULL},
+                                                 {"tab\tbed", NULL},  {"caf\xc3\xa9", NULL}};
+  for (size_t i = 0; i < sizeof(bad_protocols) / sizeof(bad_protocols[0]); i++) {
+    weft_ws_opts o = {.protocols = bad_protocols[i]};
+    if (weft_ws_connect_opts(&ws, sv[0], "h", "/", &o, DEADLINE()) != -EINVAL ||
+        weft_ws_accept_opts(&ws, sv[0], &o, DEADLINE()) != -EINVAL)
+      rt_fail(__FILE__, __LINE__, "subprotocol \"%s\" taken", bad_protocols[i][0]);
+  }
+  static char long_protocol[WS_PROTOCOL_MAX + 1];
+  memset(long_protocol, 'p', WS_PROTOCOL_MAX);
+  const char *const too_long[] = {long_protocol, NULL};
+  weft_ws_opts o = {.protocols = too_long};
+  CO_EQ(weft_ws_connect_opts(&ws, sv[0], "h", "/", &o, DEADLINE()), -EINVAL);
+  CO_EQ(weft_ws_accept_opts(&ws, sv[0], &o, DEADLINE()), -EINVAL);
+
+  static const char *const bad_headers[] = {
+      "NoColon",      ": no name",         "Two Words: x",         "X: a\r\nInjected: b",
+      "X: bell\a",    "X: del\x7f",        "Host: evil.example",   "connection: close",
+      "Upgrade: h2c", "Content-Length: 5", "Transfer-Encoding: x", "Sec-WebSocket-Key: x",
+      "sec-websocket-extensions: permessage-deflate"};
+  for (size_t i = 0; i < sizeof(bad_headers) / sizeof(bad_headers[0]); i++) {
+    const char *const list[] = {bad_headers[i], NULL};
+    weft_ws_opts h = {.headers = list};
+    if (weft_ws_connect_opts(&ws, sv[0], "h", "/", &h, DEADLINE()) != -EINVAL)
+      rt_fail(__FILE__, __LINE__, "header \"%s\" taken", bad_headers[i]);
+  }
+  /* A request head over 8 KiB. */
+  static char big[9000];
+  memcpy(big, "X-Big: ", 7);
+  memset(big + 7, 'b', sizeof(big) - 8);
+  const char *const big_list[] = {big, NULL};
+  weft_ws_opts b = {.headers = big_list};
+  CO_EQ(weft_ws_connect_opts(&ws, sv[0], "h", "/", &b, DEADLINE()), -EINVAL);
+  /* Options of the other side. */
+  static const char *const fine[] = {"X-Fine: yes", NULL};
+  weft_ws_opts server_only = {.check = check};
+  weft_ws_opts client_only = {.headers = fine};
+  CO_EQ(weft_ws_connect_opts(&ws, sv[0], "h", "/", &server_only, DEADLINE()), -EINVAL);
+  CO_EQ(weft_ws_accept_opts(&ws, sv[0], &client_only, DEADLINE()), -EINVAL);
+  CO_CHECK(ws == NULL);
+  nothing_sent(sv);
+  /* NULL is fine for both getters. */
+  CO_CHECK(strcmp(weft_ws_protocol(NULL), "") == 0);
+  CO_CHECK(weft_ws_header(NULL, "Origin") == NULL);
+  io_close_pipe(sv);
+  return NULL;
+}
+
+Test(websocket, handshake_options_refused_before_writing, .timeout = 30)
+{
+  rt_run(1, refused_main, NULL);
+  rt_assert_clean();
+}
