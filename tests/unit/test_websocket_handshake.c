@@ -9,6 +9,8 @@
  */
 #include "ws_test.h"
 
+#include "../../coro/fault.h"
+
 #define DEADLINE() (weft_now() + 5 * WEFT_SEC)
 
 /* ---- a weft server, the test as the client ------------------------------------------------- */
@@ -164,6 +166,51 @@ static void *server_main(void *arg)
 Test(websocket, server_chooses_subprotocol_and_check_refuses, .timeout = 30)
 {
   rt_run(1, server_main, NULL);
+  rt_assert_clean();
+}
+
+/* Every allocation of a server's handshake failing in turn: -ENOMEM each
+ * time (ASan checks that nothing leaks), until the handshake succeeds. A
+ * long request makes the kept headers grow past their first block. */
+static void *enomem_main(void *arg)
+{
+  (void)arg;
+  static char request[4096];
+  int len = snprintf(request, sizeof(request), "%s", REQUEST_HEAD);
+  for (int i = 0; i < 40; i++)
+    len += snprintf(request + len, sizeof(request) - (size_t)len, "X-Filler-%02d: %040d\r\n", i, i);
+  snprintf(request + len, sizeof(request) - (size_t)len,
+           "Sec-WebSocket-Protocol: chat.v2\r\n\r\n");
+  weft_ws_opts o = {.protocols = chat_protocols};
+  int failures = 0;
+  for (long nth = 1; nth < 64; nth++) {
+    int sv[2];
+    pair(sv);
+    raw_send(sv[1], request, strlen(request));
+    weft_ws *ws = NULL;
+    weft__fault_arm(WEFT__FAULT_MALLOC, nth);
+    int r = weft_ws_accept_opts(&ws, sv[0], &o, DEADLINE());
+    weft__fault_arm(WEFT__FAULT_MALLOC, 0);
+    if (r == 0) {
+      CO_CHECK(strcmp(weft_ws_protocol(ws), "chat.v2") == 0);
+      CO_CHECK(strcmp(weft_ws_header(ws, "x-filler-39"), "0000000000000000000000000000000000000039") == 0);
+      weft_ws_free(ws);
+      io_close_pipe(sv);
+      break;
+    }
+    CO_EQ(r, -ENOMEM);
+    CO_CHECK(ws == NULL);
+    failures++;
+    io_close_pipe(sv);
+  }
+  /* The connection, its reader, the head and the headers' growth. */
+  CO_CHECK(failures >= 5);
+  return NULL;
+}
+
+Test(websocket, handshake_allocation_failures_are_enomem, .timeout = 30)
+{
+  rt_run(1, enomem_main, NULL);
   rt_assert_clean();
 }
 
