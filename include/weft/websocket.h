@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * WebSocket (RFC 6455) over a connected stream socket: the opening
- * handshake for either side, whole messages in and out, ping/pong and the
- * closing handshake, with subprotocol negotiation, extra request headers,
- * and a server-side check that may refuse a request (weft_ws_opts). No
- * extensions: permessage-deflate is neither offered nor accepted.
+ * WebSocket (RFC 6455) over a connected stream socket, or dialled from a
+ * ws:// URL: the opening handshake for either side, whole messages in and
+ * out, ping/pong and the closing handshake, with subprotocol negotiation,
+ * extra request headers, and a server-side check that may refuse a request
+ * (weft_ws_opts). No extensions: permessage-deflate is neither offered nor
+ * accepted.
  *
  *     int fd = weft_listener_accept(l, deadline);        server
  *     weft_ws *ws;
@@ -115,6 +116,19 @@ WEFT_API int weft_ws_accept_opts(weft_ws **out, int fd, const weft_ws_opts *o, i
  * (none is ever offered). */
 WEFT_API int weft_ws_connect_opts(weft_ws **out, int fd, const char *host, const char *path,
                                   const weft_ws_opts *o, int64_t deadline);
+
+/* Client side from a URL, "ws://host[:port][/path][?query]": host is a
+ * name, an IPv4 address or an IPv6 one in brackets; the port is 80 unless
+ * given. Resolves and connects (weft_tcp_connect_dl), then runs
+ * weft_ws_connect_opts with the Host header as the URL writes the host
+ * (its port too, unless it is 80) and the path and query ("/" for none).
+ * *fd_out gets the socket: close it after weft_ws_free. -EINVAL (NULL
+ * arguments; a URL that is not ws://, or has user info, a fragment, blanks,
+ * an empty host or a port outside 1-65535), -EPROTONOSUPPORT for wss:// (no
+ * TLS in weft), and the errors of weft_tcp_connect_dl and
+ * weft_ws_connect_opts; on failure nothing is left open. */
+WEFT_API int weft_ws_dial(weft_ws **out, int *fd_out, const char *url, const weft_ws_opts *o,
+                          int64_t deadline);
 
 /* The subprotocol both sides agreed on, "" for none. */
 WEFT_API const char *weft_ws_protocol(const weft_ws *ws);
