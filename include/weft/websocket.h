@@ -92,7 +92,8 @@ typedef struct weft_ws_opts {
   /* Client only: more request header lines, each "Name: value", such as
    * "Origin: https://example.com" or "Authorization: Bearer ...";
    * NULL-terminated. Not one of the handshake's own (Host, Upgrade,
-   * Connection, Sec-WebSocket-*). */
+   * Connection, Sec-WebSocket-*), nor Content-Length or Transfer-Encoding
+   * (an upgrade request has no body). */
   const char *const *headers;
   /* Server only: called once a valid upgrade request has been read and its
    * subprotocol chosen, before anything is answered, with the connection -
@@ -110,8 +111,8 @@ WEFT_API int weft_ws_accept_opts(weft_ws **out, int fd, const weft_ws_opts *o, i
 
 /* weft_ws_connect with options. -EINVAL also for a subprotocol that is not a
  * token, a header line that is not "Name: value" or holds CR, LF or another
- * control character, one of the handshake's own headers, a request head over
- * 8 KiB, or a server-only option (check). -EPROTO also when the server
+ * control character, a header the field's comment excludes, a request head
+ * over 8 KiB, or a server-only option (check). -EPROTO also when the server
  * chose a subprotocol that was not offered, or answered with an extension
  * (none is ever offered). */
 WEFT_API int weft_ws_connect_opts(weft_ws **out, int fd, const char *host, const char *path,
