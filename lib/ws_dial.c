@@ -81,9 +81,9 @@ static int parse_url(const char *url, struct ws_url *u)
     memcpy(u->port, "80", 3);
   }
   /* The Host header: the authority as written, without a default port. */
-  bool v6 = auth[0] == '[';
+  bool v6 = auth[0] == '[', port80 = strcmp(u->port, "80") == 0;
   snprintf(u->host_header, sizeof(u->host_header), "%s%s%s%s%s", v6 ? "[" : "", u->host,
-           v6 ? "]" : "", strcmp(u->port, "80") ? ":" : "", strcmp(u->port, "80") ? u->port : "");
+           v6 ? "]" : "", port80 ? "" : ":", port80 ? "" : u->port);
   u->path = *rest ? rest : "/";
   return 0;
 }

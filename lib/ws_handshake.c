@@ -239,22 +239,32 @@ struct head {
   char version[16];
 };
 
+/* The next item of a comma-separated header value at *p, blanks around it
+ * trimmed: its start (NULL at the end) and length in *n; *p moves past it. */
+static const char *next_item(const char **p, size_t *n)
+{
+  const char *s = *p;
+  while (*s == ' ' || *s == '\t' || *s == ',')
+    s++;
+  if (!*s)
+    return NULL;
+  const char *end = s;
+  while (*end && *end != ',')
+    end++;
+  *p = end;
+  while (end > s && (end[-1] == ' ' || end[-1] == '\t'))
+    end--;
+  *n = (size_t)(end - s);
+  return s;
+}
+
 /* True if the comma-separated header value holds `token` (any case). */
 static bool has_token(const char *value, const char *token)
 {
-  size_t tl = strlen(token);
-  for (const char *p = value; *p;) {
-    while (*p == ' ' || *p == '\t' || *p == ',')
-      p++;
-    const char *start = p;
-    while (*p && *p != ',')
-      p++;
-    const char *end = p;
-    while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
-      end--;
-    if ((size_t)(end - start) == tl && strncasecmp(start, token, tl) == 0)
+  size_t tl = strlen(token), n;
+  for (const char *p = value, *item; (item = next_item(&p, &n));)
+    if (n == tl && strncasecmp(item, token, tl) == 0)
       return true;
-  }
   return false;
 }
 
@@ -402,20 +412,13 @@ static bool choose_in(const char *name, const char *value, void *arg)
   struct choice *c = arg;
   if (strcasecmp(name, "Sec-WebSocket-Protocol") != 0)
     return false;
-  for (const char *p = value; *p;) {
-    while (*p == ' ' || *p == '\t' || *p == ',')
-      p++;
-    const char *start = p;
-    while (*p && *p != ',' && *p != ' ' && *p != '\t')
-      p++;
-    size_t n = (size_t)(p - start);
-    if (n && n < WS_PROTOCOL_MAX && protocol_listed(c->ours, start, n)) {
-      memcpy(c->out, start, n);
+  size_t n;
+  for (const char *p = value, *item; (item = next_item(&p, &n));) {
+    if (n < WS_PROTOCOL_MAX && protocol_listed(c->ours, item, n)) {
+      memcpy(c->out, item, n);
       c->out[n] = '\0';
       return true;
     }
-    while (*p && *p != ',')
-      p++;
   }
   return false;
 }
