@@ -374,6 +374,15 @@ void weft__ring_wake_fd_cqe(weft__shard *sh, unsigned flags);
  * thread's own small ring. Synchronous: 0 once posted, or -errno. Leaves
  * errno as it was. */
 int weft__ring_post_msg(int target_fd, uint64_t data, uint32_t len);
+/* This thread's own small ring (4 entries), made on first use and closed
+ * when the thread exits, for a thread that is not a shard: msg_ring sends on
+ * kernels without the ring-less send, and a plain thread's accept with a
+ * deadline. Whoever uses it reaps every CQE of its SQEs before returning.
+ * 0 with *ring set, or -errno (-ENOMEM, or io_uring_setup's error). */
+int weft__thread_ring(struct io_uring **ring);
+/* Closes this thread's ring (nothing may be in flight on it): after a
+ * submission the kernel refused, so that its SQE is never submitted later. */
+void weft__thread_ring_drop(void);
 /* Prepares sqe (of a shard's ring) as a msg_ring to the ring `target_fd`
  * (target CQE: user_data `data`, res `len`). With `if_refused` non-zero the
  * sender gets a CQE only if the kernel refuses it, under that user_data;

@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <sys/time.h>
 #include <sys/uio.h>
@@ -253,15 +254,121 @@ int weft_shutdown(int fd, int how)
 
 /* ---- accept, connect -------------------------------------------------------------- */
 
+enum { RING_ACCEPT_UD = 1, RING_CANCEL_UD = 2 };
+
+/* Submits the one SQE just prepared on the thread's ring. On failure the
+ * kernel took nothing, so dropping the ring leaves nothing in flight and no
+ * stale SQE for the ring's next user. */
+static int submit_one(struct io_uring *ring)
+{
+  int r = io_uring_submit(ring);
+  if (r == 1)
+    return 0;
+  weft__thread_ring_drop();
+  return r < 0 ? r : -EAGAIN;
+}
+
+/* Cancels the accept once the deadline has passed. Until the cancel is
+ * submitted the accept stays in flight, writing into the caller's addr, so
+ * there is no giving up: a refused submission (memory) is tried again. */
+static void cancel_accept(struct io_uring *ring)
+{
+  for (;;) {
+    struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+    if (sqe) {
+      io_uring_prep_cancel64(sqe, RING_ACCEPT_UD, 0);
+      io_uring_sqe_set_data64(sqe, RING_CANCEL_UD);
+    }
+    if (io_uring_submit(ring) >= 1)
+      return;
+    sched_yield();
+  }
+}
+
+/* One accept on the thread's ring, waited for until the deadline and then
+ * cancelled: the new descriptor, its -errno, or -ETIMEDOUT. Returns only
+ * once every CQE of it is in - the kernel writes addr and *len until the
+ * accept's. A connection accepted as the deadline passes is returned, not
+ * lost. */
+static int ring_accept_once(struct io_uring *ring, int fd, struct sockaddr *addr, socklen_t *len,
+                            int flags, int64_t deadline)
+{
+  struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+  if (!sqe)
+    return -EBUSY; /* cannot happen: every use is reaped before it returns */
+  io_uring_prep_accept(sqe, fd, addr, len, flags);
+  io_uring_sqe_set_data64(sqe, RING_ACCEPT_UD);
+  int r = submit_one(ring);
+  if (r < 0)
+    return r;
+  int res = 0;
+  unsigned pending = 1; /* CQEs still to come: the accept's, and the cancel's */
+  bool cancelled = false;
+  while (pending) {
+    struct io_uring_cqe *cqe;
+    int w;
+    if (!cancelled) {
+      int64_t left = deadline - weft__now();
+      if (left < 0)
+        left = 0;
+      struct __kernel_timespec ts = {.tv_sec = left / WEFT_SEC, .tv_nsec = left % WEFT_SEC};
+      w = io_uring_wait_cqe_timeout(ring, &cqe, &ts);
+      if (w == -ETIME) {
+        cancel_accept(ring);
+        cancelled = true;
+        pending++;
+        continue;
+      }
+    } else {
+      w = io_uring_wait_cqe(ring, &cqe);
+    }
+    if (w < 0)
+      continue; /* -EINTR: a signal; the accept is still in flight */
+    if (io_uring_cqe_get_data64(cqe) == RING_ACCEPT_UD)
+      res = cqe->res;
+    io_uring_cqe_seen(ring, cqe);
+    pending--;
+  }
+  return res == -ECANCELED ? -ETIMEDOUT : res;
+}
+
+/* accept with a deadline on a plain thread, as an op on the thread's own
+ * ring: a blocking listener has no per-call "don't wait", and poll(2) then
+ * accept4(2) would wait past the deadline whenever another thread took the
+ * connection in between. False if the thread cannot have a ring (the
+ * caller then polls); else true, with the new descriptor, -ETIMEDOUT or
+ * another -errno in *res. */
+static bool ring_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags,
+                        int64_t deadline, int *res)
+{
+  struct io_uring *ring;
+  if (weft__thread_ring(&ring) < 0)
+    return false;
+  for (;;) {
+    int r = ring_accept_once(ring, fd, addr, len, flags, deadline);
+    /* An O_NONBLOCK listener with nothing queued: wait, as io_uring does
+     * in a coroutine. */
+    if (r == -EAGAIN && (r = weft__poll_ready(fd, POLLIN, deadline)) == 0 &&
+        weft__thread_ring(&ring) == 0)
+      continue;
+    *res = r;
+    return true;
+  }
+}
+
 static int plain_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags,
                         int64_t deadline)
 {
   int saved = errno;
   int r = deadline >= 0 && deadline <= weft__now() ? -ETIMEDOUT : 0;
+  if (r == 0 && deadline >= 0 && ring_accept(fd, addr, len, flags, deadline, &r)) {
+    errno = saved;
+    return r;
+  }
   while (r == 0) {
-    /* With a deadline, wait for a connection first: a blocking listener has
-     * no per-call "don't wait" (another thread taking the connection between
-     * the poll and the accept can still hold us past the deadline). */
+    /* Without a ring, wait for a connection first (another thread taking
+     * the connection between the poll and the accept can still hold us
+     * past the deadline). */
     if (deadline >= 0 && (r = weft__poll_ready(fd, POLLIN, deadline)) < 0)
       break;
     r = accept4(fd, addr, len, flags);

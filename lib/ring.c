@@ -188,19 +188,70 @@ struct io_uring_sqe *weft__ring_sqe(weft__shard *sh)
 
 /* How threads without a ring send (see core.h). */
 atomic_int weft__ring_ringless;
-static pthread_key_t sender_key;
-static pthread_once_t sender_once = PTHREAD_ONCE_INIT;
-static __thread struct io_uring *sender_ring;
 
-static void sender_free(void *p)
+/* ---- a small ring of its own for a thread that is not a shard ---------------- */
+
+struct thread_ring {
+  struct io_uring ring;
+  pid_t pid; /* of the process that made it */
+};
+static pthread_key_t thread_ring_key;
+static pthread_once_t thread_ring_once = PTHREAD_ONCE_INIT;
+static __thread struct thread_ring *thread_ring;
+
+static void thread_ring_free(void *p)
 {
-  io_uring_queue_exit(p);
-  free(p);
+  struct thread_ring *tr = p;
+  if (tr->pid == getpid()) {
+    io_uring_queue_exit(&tr->ring);
+  } else {
+    /* A child of fork(): the ring's memory was not copied (dontfork, as
+     * the shards' rings), and its addresses may hold the child's own
+     * mappings by now. Only the inherited descriptor is the child's. */
+    close(tr->ring.ring_fd);
+  }
+  free(tr);
 }
 
-static void sender_key_init(void)
+static void thread_ring_key_init(void)
 {
-  pthread_key_create(&sender_key, sender_free);
+  pthread_key_create(&thread_ring_key, thread_ring_free);
+}
+
+void weft__thread_ring_drop(void)
+{
+  if (!thread_ring)
+    return;
+  thread_ring_free(thread_ring);
+  thread_ring = NULL;
+  pthread_setspecific(thread_ring_key, NULL);
+}
+
+int weft__thread_ring(struct io_uring **out)
+{
+  if (thread_ring && thread_ring->pid != getpid())
+    weft__thread_ring_drop(); /* made before a fork, by the parent */
+  if (!thread_ring) {
+    pthread_once(&thread_ring_once, thread_ring_key_init);
+    struct thread_ring *tr = malloc(sizeof(*tr));
+    if (!tr)
+      return -ENOMEM;
+    int r = io_uring_queue_init(4, &tr->ring, 0);
+    if (r < 0) {
+      free(tr);
+      return r;
+    }
+    if ((r = io_uring_ring_dontfork(&tr->ring)) < 0) {
+      io_uring_queue_exit(&tr->ring);
+      free(tr);
+      return r;
+    }
+    tr->pid = getpid();
+    thread_ring = tr;
+    pthread_setspecific(thread_ring_key, tr);
+  }
+  *out = &thread_ring->ring;
+  return 0;
 }
 
 /* Under WEFT__FAULT_SEND the SQE gets an opcode no kernel has: every kernel
@@ -233,33 +284,19 @@ static int send_ringless(int target_fd, uint64_t data, uint32_t len)
 
 static int send_from_own_ring(int target_fd, uint64_t data, uint32_t len)
 {
-  if (!sender_ring) {
-    pthread_once(&sender_once, sender_key_init);
-    struct io_uring *ring = malloc(sizeof(*ring));
-    if (!ring)
-      return -ENOMEM;
-    int r = io_uring_queue_init(4, ring, 0);
-    if (r < 0) {
-      free(ring);
-      return r;
-    }
-    if ((r = io_uring_ring_dontfork(ring)) < 0) { /* as the shards' rings */
-      io_uring_queue_exit(ring);
-      free(ring);
-      return r;
-    }
-    sender_ring = ring;
-    pthread_setspecific(sender_key, ring);
-  }
-  struct io_uring_sqe *sqe = io_uring_get_sqe(sender_ring);
+  struct io_uring *ring;
+  int r = weft__thread_ring(&ring);
+  if (r < 0)
+    return r;
+  struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
   if (!sqe)
-    return -EBUSY; /* cannot happen: every send is reaped before returning */
+    return -EBUSY; /* cannot happen: every use is reaped before it returns */
   io_uring_prep_msg_ring(sqe, target_fd, len, data, 0);
   struct io_uring_cqe *cqe;
-  int r = io_uring_submit_and_wait(sender_ring, 1);
-  if (r >= 0 && (r = io_uring_peek_cqe(sender_ring, &cqe)) == 0) {
+  r = io_uring_submit_and_wait(ring, 1);
+  if (r >= 0 && (r = io_uring_peek_cqe(ring, &cqe)) == 0) {
     r = cqe->res;
-    io_uring_cqe_seen(sender_ring, cqe);
+    io_uring_cqe_seen(ring, cqe);
   }
   return r;
 }

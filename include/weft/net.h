@@ -31,9 +31,13 @@
  * On a plain thread the calls run the ordinary system call, with poll(2) for
  * the deadline: transfers then use MSG_DONTWAIT and wait in poll(2), connect
  * makes the socket O_NONBLOCK for the call (a Unix-domain one is bounded by
- * SO_SNDTIMEO instead, see weft_connect). accept on a blocking listener
- * waits in poll(2) and then calls accept4(2): if another thread takes the
- * connection in between, the call can wait past its deadline.
+ * SO_SNDTIMEO instead, see weft_connect). accept with a deadline, which
+ * poll(2) cannot keep on a blocking listener (another thread may take the
+ * connection between the poll and the accept), is an io_uring op on a small
+ * ring of the thread's own - one descriptor per such thread, made on its
+ * first such call and closed when it exits - cancelled at the deadline.
+ * Only where the thread cannot have a ring (io_uring refused) does it poll
+ * and then call accept4(2), and can then wait past its deadline.
  */
 #ifndef WEFT_NET_H
 #define WEFT_NET_H

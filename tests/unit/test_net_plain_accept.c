@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Suite "net_faults", continued: accept with a deadline on plain threads,
+ * which runs on a small io_uring of the thread's own. Threads racing for
+ * fewer connections than there are of them all return by their deadline;
+ * signals do not cut the wait short (the accept stays in flight until
+ * cancelled); a child of fork() makes a ring of its own.
+ */
+#include "net_test.h"
+
+#include <pthread.h>
+#include <sys/wait.h>
+#include <time.h>
+
+struct racer {
+  int lfd;
+  int64_t deadline;
+  pthread_barrier_t *start;
+  int result;
+  struct sockaddr_in peer;
+  socklen_t peer_len;
+};
+
+static void *accept_racer(void *arg)
+{
+  struct racer *r = arg;
+  pthread_barrier_wait(r->start);
+  r->peer_len = sizeof(r->peer);
+  r->result = weft_accept_dl(r->lfd, (struct sockaddr *)&r->peer, &r->peer_len, 0, r->deadline);
+  return NULL;
+}
+
+/* Six plain threads accept with a deadline on a blocking listener that has
+ * two connections queued: every one of them sees it ready at once, but only
+ * two can have a connection. Those two get one, with the peer's address;
+ * the others must get -ETIMEDOUT at their deadline, not sit in accept4(2)
+ * until a connection comes (poll-then-accept did). A racer still in accept
+ * six seconds after the join began fails the test; the clients connected
+ * then release it. */
+Test(net_faults, plain_threads_racing_keep_their_deadlines, .timeout = 120)
+{
+  enum { THREADS = 6, CONNS = 2, ROUNDS_OF_RACE = 5 };
+  for (int round = 0; round < ROUNDS_OF_RACE; round++) {
+    int lfd = weft_tcp_listen("127.0.0.1", "0", 16);
+    cr_assert_geq(lfd, 0);
+    char port[8];
+    snprintf(port, sizeof(port), "%d", port_of(lfd));
+    int clients[THREADS];
+    int nclients = 0;
+    for (; nclients < CONNS; nclients++)
+      cr_assert_geq(clients[nclients] = weft_tcp_connect("127.0.0.1", port), 0);
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, THREADS);
+    struct racer r[THREADS];
+    pthread_t th[THREADS];
+    int64_t deadline = weft_now() + 200 * WEFT_MSEC;
+    for (int i = 0; i < THREADS; i++) {
+      r[i] = (struct racer){.lfd = lfd, .deadline = deadline, .start = &start, .result = 1};
+      cr_assert_eq(pthread_create(&th[i], NULL, accept_racer, &r[i]), 0);
+    }
+    int stuck = 0;
+    for (int i = 0; i < THREADS; i++) {
+      struct timespec until;
+      clock_gettime(CLOCK_REALTIME, &until);
+      until.tv_sec += 5 + 1;
+      if (pthread_timedjoin_np(th[i], NULL, &until) != 0) {
+        stuck++;
+        /* Release it, so the process can go on to report. */
+        cr_assert_geq(clients[nclients++] = weft_tcp_connect("127.0.0.1", port), 0);
+        pthread_join(th[i], NULL);
+      }
+    }
+    cr_expect_eq(stuck, 0, "round %d: %d accepts waited past their deadline", round, stuck);
+    int won = 0, timed_out = 0;
+    for (int i = 0; i < THREADS; i++) {
+      if (r[i].result >= 0) {
+        won++;
+        cr_expect_eq(r[i].peer_len, sizeof(struct sockaddr_in));
+        cr_expect_eq(r[i].peer.sin_family, AF_INET);
+        cr_expect_eq(r[i].peer.sin_addr.s_addr, htonl(INADDR_LOOPBACK));
+        cr_expect(fcntl(r[i].result, F_GETFD) & FD_CLOEXEC);
+        close(r[i].result);
+      } else {
+        cr_expect_eq(r[i].result, -ETIMEDOUT);
+        timed_out++;
+      }
+    }
+    cr_expect_eq(won, nclients, "round %d", round);
+    cr_expect_eq(timed_out, THREADS - nclients, "round %d", round);
+    cr_expect_geq(weft_now(), deadline);
+    pthread_barrier_destroy(&start);
+    for (int i = 0; i < nclients; i++)
+      close(clients[i]);
+    close(lfd);
+    cr_assert_eq(stuck, 0);
+  }
+  rt_assert_clean();
+}
+
+static void on_sigusr1(int sig)
+{
+  (void)sig;
+}
+
+static void *accept_until_deadline(void *arg)
+{
+  struct racer *r = arg;
+  r->result = weft_accept_dl(r->lfd, NULL, NULL, 0, r->deadline);
+  return NULL;
+}
+
+/* Signals (handled, no SA_RESTART) interrupt the thread's wait for its
+ * ring, not the accept: the call still returns -ETIMEDOUT at its deadline,
+ * and only after the kernel has let go of the accept. */
+Test(net_faults, plain_accept_with_deadline_survives_signals, .timeout = 30)
+{
+  struct sigaction sa = {.sa_handler = on_sigusr1}, old;
+  sigemptyset(&sa.sa_mask);
+  cr_assert_eq(sigaction(SIGUSR1, &sa, &old), 0);
+  int lfd = weft_tcp_listen("127.0.0.1", "0", 4);
+  cr_assert_geq(lfd, 0);
+  struct racer r = {.lfd = lfd, .deadline = weft_now() + 300 * WEFT_MSEC, .result = 1};
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, accept_until_deadline, &r), 0);
+  for (int i = 0; i < 5; i++) {
+    usleep(30000);
+    pthread_kill(th, SIGUSR1);
+  }
+  pthread_join(th, NULL);
+  cr_expect_eq(r.result, -ETIMEDOUT);
+  cr_expect_geq(weft_now(), r.deadline);
+  close(lfd);
+  sigaction(SIGUSR1, &old, NULL);
+}
+
+/* A child of fork() does not inherit the parent thread's ring (its memory
+ * is not copied): an accept with a deadline there makes a ring of its own. */
+Test(net_faults, plain_accept_with_deadline_after_fork, .timeout = 30)
+{
+  int lfd = weft_tcp_listen("127.0.0.1", "0", 4);
+  cr_assert_geq(lfd, 0);
+  cr_assert_eq(weft_accept_dl(lfd, NULL, NULL, 0, weft_now() + 20 * WEFT_MSEC), -ETIMEDOUT);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    char port[8];
+    snprintf(port, sizeof(port), "%d", port_of(lfd));
+    int c = weft_tcp_connect("127.0.0.1", port);
+    int ok = weft_accept_dl(lfd, NULL, NULL, 0, weft_now() + 20 * WEFT_MSEC) >= 0 &&
+             weft_accept_dl(lfd, NULL, NULL, 0, weft_now() + 20 * WEFT_MSEC) == -ETIMEDOUT;
+    close(c);
+    _exit(ok ? 0 : 1);
+  }
+  int status;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert(WIFEXITED(status), "the child died (signal %d)",
+            WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  cr_assert_eq(WEXITSTATUS(status), 0);
+  /* The parent's ring is still its own. */
+  cr_assert_eq(weft_accept_dl(lfd, NULL, NULL, 0, weft_now() + 20 * WEFT_MSEC), -ETIMEDOUT);
+  close(lfd);
+}
