@@ -9,7 +9,8 @@
  * membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) the rare side makes every
  * running thread of the process pass through one, so the frequent side only
  * has to keep the compiler from reordering. Where the kernel refuses
- * membarrier (seccomp, very old kernels) both sides use a real fence.
+ * membarrier at the start (seccomp, very old kernels) both sides use a real
+ * fence.
  *
  * Used by waits and cancellation (waitq.c): a waiting task is the frequent
  * side, a canceller the rare one.
@@ -41,10 +42,15 @@ static inline void weft__fence_light(void)
 }
 
 /* The rare side's barrier: a system call when the fences are asymmetric.
- * Refused for want of memory, it waits 100 us and tries again; refused for
+ * Refused for want of memory, it waits 100 us and tries again. Refused for
  * any other reason after a successful registration (a seccomp filter
- * installed since), the process aborts with a message: the frequent side's
- * compiler barriers would be left without their other half. */
+ * installed since), it makes a TLB shootdown do the same from then on (x86:
+ * see fence.c); where even that fails the process aborts with a message:
+ * the frequent side's compiler barriers would be left without their other
+ * half. */
 void weft__fence_heavy(void);
+
+/* Tests: heavy fences done by TLB shootdown so far. */
+extern atomic_uint_least64_t weft__fence_shootdowns;
 
 #endif

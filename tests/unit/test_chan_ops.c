@@ -5,11 +5,20 @@
  * thread, reference counting, FIFO per producer with several producers and
  * consumers (capacity 0, 1, N), rendezvous hand-over, close (drain, then
  * -EPIPE; blocked senders and receivers woken), deadlines and cancellation
- * with nothing transferred. weft_select is in test_chan_select.c; two
+ * with nothing transferred - with membarrier, without it, refused for want
+ * of memory, and forbidden by a seccomp filter after registration. weft_select is in test_chan_select.c; two
  * shards mixed with plain threads and runtime shutdown in test_chan_shards.c.
  */
 #include "chan_test.h"
 #include "fence.h"
+
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/membarrier.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 
 /* ---- arguments and faults ------------------------------------------------------------ */
 
@@ -553,3 +562,52 @@ Test(chan, cancellation_survives_a_refused_membarrier, .timeout = 45)
   rt_stop_idle(rt);
   rt_assert_no_leaks();
 }
+
+/* Installs, on every thread of the process, a seccomp filter under which
+ * membarrier(2) fails with EPERM - what a server that sandboxes itself
+ * once started does to a library that registered before. False where
+ * seccomp filters cannot be installed. */
+static bool forbid_membarrier(void)
+{
+#if defined(__x86_64__)
+  struct sock_filter f[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_membarrier, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = {.len = sizeof(f) / sizeof(f[0]), .filter = f};
+  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+         syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) == 0;
+#else
+  return false;
+#endif
+}
+
+/* membarrier forbidden after the runtime registered for it (a seccomp
+ * filter installed once the server runs): cancellation still works - the
+ * canceller's barrier is then a TLB shootdown - and the process does not
+ * abort. */
+Test(chan, cancellation_after_membarrier_is_forbidden, .timeout = 45)
+{
+  weft_runtime *rt = rt_start(2);
+  if (!atomic_load(&weft__fence_asymmetric)) {
+    rt_stop_idle(rt);
+    cr_skip_test("membarrier is not registered here: fences are symmetric already");
+  }
+  if (!forbid_membarrier()) {
+    rt_stop_idle(rt);
+    cr_skip_test("cannot install a seccomp filter here");
+  }
+  cr_assert_eq(syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0), -1);
+  cr_assert_eq(errno, EPERM);
+  cancel_all(rt);
+  cr_assert_gt(atomic_load(&weft__fence_shootdowns), 0, "no cancel took the fallback");
+  rt_assert_clean();
+  rt_stop_idle(rt);
+  rt_assert_no_leaks();
+}
+
