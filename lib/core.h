@@ -383,6 +383,12 @@ int weft__thread_ring(struct io_uring **ring);
 /* Closes this thread's ring (nothing may be in flight on it): after a
  * submission the kernel refused, so that its SQE is never submitted later. */
 void weft__thread_ring_drop(void);
+/* Submits the one SQE prepared on the thread's ring: 0, or -errno with the
+ * ring dropped (the kernel took nothing). */
+int weft__thread_ring_submit(struct io_uring *ring);
+/* user_data of the thread ring's SQEs: each user reaps the CQEs of its own
+ * before it returns and counts only those. */
+enum { WEFT__TRING_MSG = 1, WEFT__TRING_ACCEPT, WEFT__TRING_CANCEL };
 /* Prepares sqe (of a shard's ring) as a msg_ring to the ring `target_fd`
  * (target CQE: user_data `data`, res `len`). With `if_refused` non-zero the
  * sender gets a CQE only if the kernel refuses it, under that user_data;

@@ -254,35 +254,19 @@ int weft_shutdown(int fd, int how)
 
 /* ---- accept, connect -------------------------------------------------------------- */
 
-enum { RING_ACCEPT_UD = 1, RING_CANCEL_UD = 2 };
-
-/* Submits the one SQE just prepared on the thread's ring. On failure the
- * kernel took nothing, so dropping the ring leaves nothing in flight and no
- * stale SQE for the ring's next user. */
-static int submit_one(struct io_uring *ring)
-{
-  int r = io_uring_submit(ring);
-  if (r == 1)
-    return 0;
-  weft__thread_ring_drop();
-  return r < 0 ? r : -EAGAIN;
-}
-
 /* Cancels the accept once the deadline has passed. Until the cancel is
  * submitted the accept stays in flight, writing into the caller's addr, so
  * there is no giving up: a refused submission (memory) is tried again. */
 static void cancel_accept(struct io_uring *ring)
 {
-  for (;;) {
-    struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
-    if (sqe) {
-      io_uring_prep_cancel64(sqe, RING_ACCEPT_UD, 0);
-      io_uring_sqe_set_data64(sqe, RING_CANCEL_UD);
-    }
-    if (io_uring_submit(ring) >= 1)
-      return;
+  /* The accept took one of the ring's four entries and is gone from the
+   * SQ: there is room. Prepared once; a refused submission leaves it
+   * queued, and the next try submits that same SQE. */
+  struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+  io_uring_prep_cancel64(sqe, WEFT__TRING_ACCEPT, 0);
+  io_uring_sqe_set_data64(sqe, WEFT__TRING_CANCEL);
+  while (io_uring_submit(ring) < 1)
     sched_yield();
-  }
 }
 
 /* One accept on the thread's ring, waited for until the deadline and then
@@ -297,8 +281,8 @@ static int ring_accept_once(struct io_uring *ring, int fd, struct sockaddr *addr
   if (!sqe)
     return -EBUSY; /* cannot happen: every use is reaped before it returns */
   io_uring_prep_accept(sqe, fd, addr, len, flags);
-  io_uring_sqe_set_data64(sqe, RING_ACCEPT_UD);
-  int r = submit_one(ring);
+  io_uring_sqe_set_data64(sqe, WEFT__TRING_ACCEPT);
+  int r = weft__thread_ring_submit(ring);
   if (r < 0)
     return r;
   int res = 0;
@@ -324,10 +308,12 @@ static int ring_accept_once(struct io_uring *ring, int fd, struct sockaddr *addr
     }
     if (w < 0)
       continue; /* -EINTR: a signal; the accept is still in flight */
-    if (io_uring_cqe_get_data64(cqe) == RING_ACCEPT_UD)
+    uint64_t ud = io_uring_cqe_get_data64(cqe);
+    if (ud == WEFT__TRING_ACCEPT)
       res = cqe->res;
     io_uring_cqe_seen(ring, cqe);
-    pending--;
+    if (ud == WEFT__TRING_ACCEPT || ud == WEFT__TRING_CANCEL)
+      pending--;
   }
   return res == -ECANCELED ? -ETIMEDOUT : res;
 }

@@ -282,6 +282,17 @@ static int send_ringless(int target_fd, uint64_t data, uint32_t len)
   return r < 0 ? -errno : (int)r;
 }
 
+int weft__thread_ring_submit(struct io_uring *ring)
+{
+  int r = io_uring_submit(ring);
+  if (r == 1)
+    return 0;
+  /* The kernel took nothing (one SQE at a time): dropping the ring leaves
+   * nothing in flight and no stale SQE for its next user to submit. */
+  weft__thread_ring_drop();
+  return r < 0 ? r : -EAGAIN;
+}
+
 static int send_from_own_ring(int target_fd, uint64_t data, uint32_t len)
 {
   struct io_uring *ring;
@@ -292,13 +303,22 @@ static int send_from_own_ring(int target_fd, uint64_t data, uint32_t len)
   if (!sqe)
     return -EBUSY; /* cannot happen: every use is reaped before it returns */
   io_uring_prep_msg_ring(sqe, target_fd, len, data, 0);
-  struct io_uring_cqe *cqe;
-  r = io_uring_submit_and_wait(ring, 1);
-  if (r >= 0 && (r = io_uring_peek_cqe(ring, &cqe)) == 0) {
-    r = cqe->res;
+  io_uring_sqe_set_data64(sqe, WEFT__TRING_MSG);
+  if ((r = weft__thread_ring_submit(ring)) < 0)
+    return r;
+  /* The message may complete after the submission returns (the target's
+   * lock busy, the work punted): wait for its CQE, through signals, so
+   * that the ring's next user finds no CQE of ours. */
+  for (;;) {
+    struct io_uring_cqe *cqe;
+    if (io_uring_wait_cqe(ring, &cqe) < 0)
+      continue; /* -EINTR */
+    bool ours = io_uring_cqe_get_data64(cqe) == WEFT__TRING_MSG;
+    int res = cqe->res;
     io_uring_cqe_seen(ring, cqe);
+    if (ours)
+      return res;
   }
-  return r;
 }
 
 void weft__ring_send_wake(weft__shard *to)

@@ -4,7 +4,9 @@
  * which runs on a small io_uring of the thread's own. Threads racing for
  * fewer connections than there are of them all return by their deadline;
  * signals do not cut the wait short (the accept stays in flight until
- * cancelled); a child of fork() makes a ring of its own.
+ * cancelled); a child of fork() makes a ring of its own; and the ring is
+ * shared with the thread's msg_ring sends without either taking the
+ * other's completions.
  */
 #include "net_test.h"
 
@@ -159,4 +161,59 @@ Test(net_faults, plain_accept_with_deadline_after_fork, .timeout = 30)
   /* The parent's ring is still its own. */
   cr_assert_eq(weft_accept_dl(lfd, NULL, NULL, 0, weft_now() + 20 * WEFT_MSEC), -ETIMEDOUT);
   close(lfd);
+}
+
+/* ---- one thread ring, two users ------------------------------------------------- */
+
+#define TURNS 20
+
+static void *turn_receiver(void *arg)
+{
+  (void)arg;
+  for (uint32_t i = 0; i < TURNS; i++) {
+    weft_msg m;
+    CO_EQ(weft_msg_recv(&m, weft_now() + 20 * WEFT_SEC), 0);
+    CO_EQ(m.tag, 7);
+    CO_EQ(m.val, i);
+  }
+  return NULL;
+}
+
+/* Where the kernel has no ring-less msg_ring, a plain thread posts messages
+ * through the same ring of its own that its accepts use: in turn, each
+ * finds the ring as the other left it - no SQE or CQE of one is taken for
+ * the other's. */
+Test(net_faults, plain_thread_ring_serves_messages_and_accepts_in_turn, .timeout = 60)
+{
+  atomic_store(&weft__ring_ringless, -1);
+  weft_runtime *rt = rt_start(2);
+  weft_spawn_opts o;
+  weft_spawn_opts_init(&o);
+  o.placement = WEFT_PLACE_PINNED;
+  o.shard = 1;
+  weft_task *r;
+  cr_assert_eq(weft_runtime_submit(rt, &o, turn_receiver, NULL, &r), 0);
+  int lfd = weft_tcp_listen("127.0.0.1", "0", 4);
+  cr_assert_geq(lfd, 0);
+  char port[8];
+  snprintf(port, sizeof(port), "%d", port_of(lfd));
+  for (uint32_t i = 0; i < TURNS; i++) {
+    cr_assert_eq(weft_msg_send_wait_rt(rt, 1, 7, i), 0);
+    if (i % 5 == 4) {
+      int c = weft_tcp_connect("127.0.0.1", port);
+      cr_assert_geq(c, 0);
+      int s = weft_accept_dl(lfd, NULL, NULL, 0, weft_now() + 5 * WEFT_SEC);
+      cr_assert_geq(s, 0);
+      close(s);
+      close(c);
+    } else {
+      cr_assert_eq(weft_accept_dl(lfd, NULL, NULL, 0, weft_now() + WEFT_MSEC), -ETIMEDOUT);
+    }
+  }
+  cr_assert_eq(weft_join(r, NULL), 0);
+  cr_assert_eq(atomic_load(&weft__ring_ringless), -1);
+  close(lfd);
+  rt_stop_idle(rt);
+  rt_assert_clean();
+  rt_assert_no_leaks();
 }
