@@ -45,10 +45,18 @@ static inline bool weft__fault_hit(enum weft__fault_site site)
 }
 
 void *weft__mmap(void *addr, size_t len, int prot, int flags);
+/* Allocations of runtime objects: a fault site (WEFT__FAULT_MALLOC). Like
+ * every allocator here they leave errno as it was. */
 void *weft__malloc(size_t n);
 void *weft__calloc(size_t n, size_t size);
 /* calloc for types with an alignment above malloc's (lines of their own):
  * align is a power of two. Freed with free(). */
 void *weft__calloc_aligned(size_t n, size_t size, size_t align);
+/* The same without a fault site (buffers, growth of internal tables):
+ * malloc, calloc, realloc and strdup, errno left alone. */
+void *weft__malloc_plain(size_t n);
+void *weft__calloc_plain(size_t n, size_t size);
+void *weft__realloc(void *p, size_t n);
+char *weft__strdup(const char *s);
 
 #endif

@@ -193,7 +193,7 @@ static struct slab_class *slab_class_for(size_t slot, size_t guard)
   for (struct slab_class *c = slab_classes; c; c = c->next)
     if (c->slot == slot && c->guard == guard)
       return c;
-  struct slab_class *c = calloc(1, sizeof(*c));
+  struct slab_class *c = weft__calloc_plain(1, sizeof(*c));
   if (!c)
     return NULL;
   c->slot = slot;
@@ -265,7 +265,7 @@ static void slab_return_locked(const weft__stack *st)
   struct slab_class *c = slab_class_for(st->map_len, st->guard);
   if (c && c->n_free == c->cap_free) {
     size_t cap = c->cap_free ? c->cap_free * 2 : 256;
-    char **v = realloc(c->free_slots, cap * sizeof(*v));
+    char **v = weft__realloc(c->free_slots, cap * sizeof(*v));
     if (v) {
       c->free_slots = v;
       c->cap_free = cap;
@@ -503,7 +503,7 @@ static bool defer_reserve(size_t need)
   size_t cap = defer_cap ? defer_cap : 1024;
   while (cap < need)
     cap *= 2;
-  struct cached **v = realloc(defer_v, cap * sizeof(*v));
+  struct cached **v = weft__realloc(defer_v, cap * sizeof(*v));
   if (!v)
     return false;
   defer_v = v;
@@ -604,7 +604,7 @@ static struct depot_class *depot_class_for(size_t request, bool make)
       return d;
   if (!make)
     return NULL;
-  struct depot_class *d = calloc(1, sizeof(*d));
+  struct depot_class *d = weft__calloc_plain(1, sizeof(*d));
   if (!d)
     return NULL;
   d->request = request;

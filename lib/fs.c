@@ -5,6 +5,7 @@
  * opcode, the plain system call on the blocking pool where it has not.
  */
 #include "fs_internal.h"
+#include "../coro/fault.h"
 
 #include "weft/blocking.h"
 
@@ -645,7 +646,7 @@ int weft_read_file_dl(const char *path, char **data, size_t *len, int64_t deadli
   /* Read until end of file into a doubling buffer: st_size is 0 for /proc
    * files and meaningless for pipes, so it is not even asked for. */
   size_t cap = 16384, used = 0;
-  char *b = malloc(cap);
+  char *b = weft__malloc_plain(cap);
   ssize_t r = b ? 0 : -ENOMEM;
   while (b) {
     if (cap - used < 2) {
@@ -653,7 +654,7 @@ int weft_read_file_dl(const char *path, char **data, size_t *len, int64_t deadli
         r = -EFBIG;
         break;
       }
-      char *nb = realloc(b, cap * 2);
+      char *nb = weft__realloc(b, cap * 2);
       if (!nb) {
         r = -ENOMEM;
         break;

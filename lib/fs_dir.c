@@ -5,6 +5,7 @@
  * itself is opened through io_uring.
  */
 #include "fs_internal.h"
+#include "../coro/fault.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -66,7 +67,7 @@ int weft_dir_open(weft_dir **dir, const char *path)
 {
   if (!dir || !path)
     return -EFAULT;
-  weft_dir *d = malloc(sizeof(*d));
+  weft_dir *d = weft__malloc_plain(sizeof(*d));
   if (!d)
     return -ENOMEM;
   int fd = weft_open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
@@ -152,7 +153,7 @@ static int push(du_walk *w, char *path)
 {
   if (w->n == w->cap) {
     size_t cap = w->cap ? w->cap * 2 : 64;
-    char **nt = realloc(w->todo, cap * sizeof(*nt));
+    char **nt = weft__realloc(w->todo, cap * sizeof(*nt));
     if (!nt)
       return -ENOMEM;
     w->todo = nt;
@@ -195,7 +196,7 @@ static int scan(du_walk *w, const char *dir, unsigned *entries)
       if (!S_ISDIR(st.st_mode))
         continue;
       size_t nlen = strlen(e->d_name);
-      char *child = malloc(dlen + nlen + 2);
+      char *child = weft__malloc_plain(dlen + nlen + 2);
       if (!child) {
         r = -ENOMEM;
         break;
@@ -243,8 +244,8 @@ int weft_du(const char *path, weft_du_totals *out)
   du_walk w = {.t = {0}};
   account(&w.t, &st);
   if (S_ISDIR(st.st_mode)) {
-    char *root = strdup(path);
-    w.buf = malloc(DIR_BUF);
+    char *root = weft__strdup(path);
+    w.buf = weft__malloc_plain(DIR_BUF);
     if (!root || !w.buf || push(&w, root) < 0) {
       free(root);
       r = -ENOMEM;

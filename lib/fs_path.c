@@ -6,6 +6,7 @@
  * io_uring has no operation for them.
  */
 #include "fs_internal.h"
+#include "../coro/fault.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -53,7 +54,7 @@ int weft_mkdir_all(const char *path, mode_t mode)
   size_t n = strlen(path);
   if (!n)
     return -ENOENT;
-  char *p = malloc(n + 1);
+  char *p = weft__malloc_plain(n + 1);
   if (!p)
     return -ENOMEM;
   memcpy(p, path, n + 1);

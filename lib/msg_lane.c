@@ -34,7 +34,7 @@ static bool rq_grow(weft__rq *q)
   uint32_t cap = q->mask + 1, n = q->tail - q->head;
   if (cap > UINT32_MAX / 2 || weft__fault_hit(WEFT__FAULT_RECV_QUEUE))
     return false;
-  weft_msg *v = malloc((size_t)cap * 2 * sizeof(weft_msg));
+  weft_msg *v = weft__malloc_plain((size_t)cap * 2 * sizeof(weft_msg));
   if (!v)
     return false;
   for (uint32_t i = 0; i < n; i++)
@@ -131,7 +131,10 @@ weft__lane *weft__lane_new(unsigned capacity)
   size_t size = sizeof(weft__lane) + (size_t)capacity * sizeof(weft_msg);
   size = (size + WEFT__CACHELINE - 1) & ~(size_t)(WEFT__CACHELINE - 1);
   void *p = NULL;
-  if (posix_memalign(&p, WEFT__CACHELINE, size) != 0)
+  int saved = errno; /* glibc may set it; weft calls leave it alone */
+  int r = posix_memalign(&p, WEFT__CACHELINE, size);
+  errno = saved;
+  if (r != 0)
     return NULL;
   weft__lane *l = p;
   memset(l, 0, sizeof(*l));

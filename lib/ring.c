@@ -233,7 +233,7 @@ int weft__thread_ring(struct io_uring **out)
     weft__thread_ring_drop(); /* made before a fork, by the parent */
   if (!thread_ring) {
     pthread_once(&thread_ring_once, thread_ring_key_init);
-    struct thread_ring *tr = malloc(sizeof(*tr));
+    struct thread_ring *tr = weft__malloc_plain(sizeof(*tr));
     if (!tr)
       return -ENOMEM;
     int r = io_uring_queue_init(4, &tr->ring, 0);

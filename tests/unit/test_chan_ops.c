@@ -22,6 +22,26 @@
 
 /* ---- arguments and faults ------------------------------------------------------------ */
 
+/* Under ASan, an allocation the system refuses returns NULL, as malloc's
+ * does, instead of stopping the process (chan/real_enomem_leaves_errno). */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void)
+{
+  return "allocator_may_return_null=1";
+}
+
+/* A channel the system has no memory for (a petabyte): -ENOMEM, from a
+ * real malloc failure - which sets errno in glibc - and errno is still the
+ * caller's (weft/common.h: no weft call touches it). */
+Test(chan, real_enomem_leaves_errno, .timeout = 20)
+{
+  weft_chan *c = NULL;
+  errno = 4242;
+  cr_assert_eq(weft_chan_create(&c, 1, (size_t)1 << 50), -ENOMEM);
+  cr_assert_eq(errno, 4242);
+  cr_assert_null(c);
+}
+
 Test(chan, bad_arguments_are_einval, .timeout = 20)
 {
   weft_chan *c = (weft_chan *)(void *)&c;
