@@ -14,11 +14,11 @@
  * not take every connection of its backlog into its descriptor table.
  *
  * Threads: everything here runs on the listener's shard - the CQEs are
- * reaped there, and its opener stays there (task->pinned_ops) - so the
- * listener needs no lock; accept must be called on that shard (by the
- * opener, or by another task on it: the opener is referenced until the
- * close, which may come after it returned), and a close from anywhere else
- * is done there by a helper task.
+ * reaped there, and its opener stays there (task->pinned_ops), as does any
+ * task while it waits in accept or close - so the listener needs no lock;
+ * accept must be called on that shard (by the opener, or by another task on
+ * it: the opener is referenced until the close, which may come after it
+ * returned), and a close from anywhere else is done there by a helper task.
  * Memory: the struct is freed only after the op's last CQE, which close
  * waits for even in a cancelled task. A listener nobody closed is cancelled
  * once every task has returned (weft__listener_sweep) and freed after its
@@ -240,7 +240,12 @@ int weft_listener_accept(weft_listener *l, int64_t deadline)
       if (r < 0)
         return r;
     }
+    /* Held on l's shard while it waits, as the opener is: woken, a
+     * stealable task would otherwise be free to resume on another shard,
+     * where the queue and the op are not its to touch. */
+    t->pinned_ops++;
     int r = wait_cqe(l, deadline, true);
+    t->pinned_ops--;
     /* A connection that came with the timeout or cancel is handed out. */
     if (r < 0 && !l->count)
       return r;
@@ -263,9 +268,16 @@ static void close_queued(weft_listener *l)
 static void close_here(weft_listener *l)
 {
   request_cancel(l);
-  /* Even a cancelled task waits here: l must outlive the op's last CQE. */
+  /* Even a cancelled task waits here: l must outlive the op's last CQE.
+   * And on l's shard (see weft_listener_accept): the list unlinked below
+   * and the opener's count belong to it. */
+  weft_task *t = weft__task_self();
+  if (t)
+    t->pinned_ops++;
   while (l->armed)
     wait_cqe(l, WEFT_NO_DEADLINE, false);
+  if (t)
+    t->pinned_ops--;
   close_queued(l);
   shard_unlink(l);
   l->owner->pinned_ops--;

@@ -182,7 +182,9 @@ typedef struct weft_listener weft_listener;
  * still closes it, after weft_listener_close). flags as for accept4
  * (SOCK_NONBLOCK, SOCK_CLOEXEC; SOCK_CLOEXEC is always added).
  * Returns 0, -EINVAL (NULL l, unknown flags, fd not listening), -EBADF,
- * -ENOTSOCK, -ENOMEM, -EPERM (not in a coroutine). */
+ * -ENOTSOCK, -ENOMEM, -EPERM (not in a coroutine), -ECANCELED (the task is
+ * cancelled), -ETIMEDOUT (its deadline scope has passed), -EBUSY (the
+ * shard's submission queue stayed full). */
 WEFT_API int weft_listener_open(weft_listener **l, int fd, int flags);
 
 /* The next connection: its descriptor, or -errno (an accept error such as
@@ -193,6 +195,8 @@ WEFT_API int weft_listener_open(weft_listener **l, int fd, int flags);
  * would still be in the kernel's backlog), so that it is not left behind.
  * -EINVAL for NULL or when called on another shard, -EPERM on a plain
  * thread, -ENOMEM if a connection had to be dropped for want of memory.
+ * While it waits here a task stays on the listener's shard, stealable or
+ * not, so it returns on the shard it called from.
  * (The kernel reads RLIMIT_NOFILE when the accept is armed; a raised limit
  * is picked up by re-arming, which a -EMFILE triggers.) */
 WEFT_API int weft_listener_accept(weft_listener *l, int64_t deadline);

@@ -3,7 +3,8 @@
  * Suite "net", part 3 - the multishot listener: 1100 connections (more than
  * it queues), the one-at-a-time fallback, close with queued connections,
  * deadlines, cancellation, hand-over between shards, -EPERM on a plain
- * thread, and closing from another shard or a plain thread.
+ * thread, closing from another shard or a plain thread, and stealable
+ * acceptors that must not be stolen while they wait.
  */
 #include "net_test.h"
 
@@ -389,5 +390,128 @@ Test(net, listener_close_from_plain_thread, .timeout = 60)
   far_check_closed(&f);
   rt_assert_clean();
   rt_stop_idle(rt);
+  rt_assert_no_leaks();
+}
+
+/* ---- a stealable task waiting in accept stays on the listener's shard ----------- */
+
+#define STAY_CONNS 300
+
+struct stay {
+  weft_listener *l;
+  int port;
+  atomic_int accepted;
+  atomic_int moved;      /* accepts that returned on another shard */
+  atomic_int started;    /* acceptors running (on shard 0) */
+  atomic_bool keeping;   /* the keeper holds shard 1 */
+  atomic_bool clients_done;
+};
+
+static void *stay_clients(void *arg)
+{
+  struct stay *s = arg;
+  for (int i = 0; i < STAY_CONNS; i++) {
+    int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s->port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    CO_EQ(connect(c, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    close(c);
+    usleep(200);
+  }
+  atomic_store(&s->clients_done, true);
+  return NULL;
+}
+
+/* Default placement: stealable. Each accept must return on the shard it
+ * was called on - the listener's queue and op belong to that shard. */
+static void *stay_acceptor(void *arg)
+{
+  struct stay *s = arg;
+  CO_EQ(weft_shard_id(), 0); /* shard 1 is held until all have started */
+  atomic_fetch_add(&s->started, 1);
+  while (atomic_load(&s->accepted) < STAY_CONNS) {
+    int me = weft_shard_id();
+    int fd = weft_listener_accept(s->l, weft_now() + 50 * WEFT_MSEC);
+    if (weft_shard_id() != me) {
+      atomic_fetch_add(&s->moved, 1);
+      if (fd >= 0)
+        close(fd);
+      return NULL;
+    }
+    if (fd >= 0) {
+      atomic_fetch_add(&s->accepted, 1);
+      close(fd);
+    } else if (fd != -ETIMEDOUT) {
+      CO_EQ(fd, -ETIMEDOUT);
+      return NULL;
+    }
+  }
+  return NULL;
+}
+
+/* Holds shard 1 until the acceptors have started on shard 0 (each runs
+ * from its start into its first wait without suspending); then keeps it
+ * awake, ready to steal. */
+static void *stay_keeper(void *arg)
+{
+  struct stay *s = arg;
+  atomic_store(&s->keeping, true);
+  while (atomic_load(&s->started) < 3)
+    ;
+  while (!atomic_load(&s->clients_done))
+    weft_sleep(30 * WEFT_USEC);
+  return NULL;
+}
+
+static void burn(int64_t ns)
+{
+  int64_t end = weft_now() + ns;
+  while (weft_now() < end)
+    ;
+}
+
+/* The opener keeps its shard busy between yields, so an acceptor woken by
+ * a connection waits in the stealable queue long enough for shard 1's
+ * stuck-queue rule to take it - which it must not: while a task waits in
+ * accept it is held on the listener's shard, as the opener is. */
+static void *stay_body(void *arg)
+{
+  (void)arg;
+  struct stay s = {0};
+  int lfd = weft_tcp_listen("127.0.0.1", "0", 1024);
+  CO_CHECK(lfd >= 0);
+  s.port = port_of(lfd);
+  CO_EQ(weft_listener_open(&s.l, lfd, 0), 0);
+  weft_task *keeper, *acc[3];
+  CO_EQ(rt_spawn(&keeper, WEFT_PLACE_PINNED, 1, stay_keeper, &s), 0);
+  while (!atomic_load(&s.keeping))
+    weft_yield();
+  for (int i = 0; i < 3; i++)
+    CO_EQ(weft_spawn(&acc[i], NULL, stay_acceptor, &s), 0);
+  pthread_t th;
+  CO_EQ(pthread_create(&th, NULL, stay_clients, &s), 0);
+  while (!atomic_load(&s.clients_done) && !atomic_load(&s.moved)) {
+    burn(300 * WEFT_USEC);
+    weft_yield();
+  }
+  pthread_join(th, NULL);
+  /* Whatever is still queued is handed out; then the acceptors stop. */
+  while (atomic_load(&s.accepted) < STAY_CONNS && !atomic_load(&s.moved))
+    weft_sleep(WEFT_MSEC);
+  atomic_store(&s.accepted, STAY_CONNS);
+  for (int i = 0; i < 3; i++)
+    rt_join_int(acc[i]);
+  rt_join_int(keeper);
+  CO_EQ(atomic_load(&s.moved), 0);
+  if (!atomic_load(&s.moved)) /* else its op may be on the wrong ring: left to the sweep */
+    weft_listener_close(s.l);
+  close(lfd);
+  return NULL;
+}
+
+Test(net, listener_acceptors_are_not_stolen_while_waiting, .timeout = 60)
+{
+  rt_run(2, stay_body, NULL);
+  rt_assert_clean();
   rt_assert_no_leaks();
 }
