@@ -39,7 +39,7 @@ struct weft_boundary_ticket {
   weft_boundary *b;                  /* holds a reference on b */
   void *req;
   void *resp;                        /* written by the server before its CAS */
-  int err;                           /* fail()'s error, or the caller's own */
+  int err;                           /* fail()'s error */
   int where;                         /* W_* (b->lock) */
   int64_t deadline;                  /* the caller's effective deadline */
   _Atomic int state;                 /* T_*: leaves T_PENDING once */
@@ -311,9 +311,6 @@ static int await_outcome(weft_boundary *b, weft_boundary_ticket *t, int64_t dead
     if (atomic_compare_exchange_strong_explicit(&t->state, &cur, mine, memory_order_acq_rel,
                                                 memory_order_acquire)) {
       cur = mine;
-      /* Only now: before the CAS a server's fail() may be writing it. */
-      if (mine == T_ABANDONED)
-        t->err = r;
       /* Withdraw: a queued request leaves the queue (its reference is
        * ours to drop); a served one leaves the taken list. */
       weft__spin_lock(&b->lock);
@@ -333,8 +330,11 @@ static int await_outcome(weft_boundary *b, weft_boundary_ticket *t, int64_t dead
     r = 0;
     break;
   case T_FAILED:
-  case T_ABANDONED:
     r = t->err;
+    break;
+  case T_ABANDONED:
+    /* Only this caller abandons: r is its wait's error. Not t->err, which
+     * a server whose fail() lost the race may still be writing. */
     break;
   case T_TIMEDOUT:
     r = -ETIMEDOUT;
