@@ -385,6 +385,11 @@ static ssize_t ring_next(weft_recv_stream *s, const void **data, int64_t deadlin
     int r = wait_cqe(s, deadline, true);
     if (r == -ETIMEDOUT && !s->qcount && !s->finished && !s->refused)
       return r;
+    /* No memory for the deadline's timer: the wait never began, and
+     * trying again at once would spin without ever letting the shard reap
+     * the CQE that ends it. The stream goes on, as after a timeout. */
+    if (r == -ENOMEM)
+      return r;
   }
 }
 

@@ -88,6 +88,8 @@ WEFT_API int weft_recv_stream_open(weft_recv_stream **s, int fd, const weft_recv
  *                data; the stream goes on, later calls deliver what comes.
  *                A deadline already past returns data only if some is
  *                already queued in the stream;
+ *   -ENOMEM      no memory to arm the deadline's timer; the stream goes
+ *                on, as after -ETIMEDOUT;
  *   -ECANCELED   the task is cancelled (then on every later call);
  *   -EPERM       called by another coroutine than the one that opened s;
  *   -EINVAL      s or data is NULL;

@@ -3,11 +3,13 @@
  * Suite "recv_stream", part 2 - receive streams under load and misuse: 64
  * streams on two shards, runtime stop with streams open, bad arguments and
  * descriptors, callers other than the owner (plain threads, other tasks:
- * -EPERM), the cached multishot refusal, out of memory in open, and a
- * non-blocking socket. Every scenario runs on all three paths (see
+ * -EPERM), the cached multishot refusal, out of memory in open and for a
+ * deadline's timer, and a non-blocking socket. Every scenario runs on all three paths (see
  * test_recv_stream_data.c) and ends leak-free.
  */
 #include "recv_stream_test.h"
+
+#include "core.h"
 
 /* ---- many streams at once ----------------------------------------------------------------- */
 
@@ -374,3 +376,30 @@ static void run_nonblock(int fallback)
 }
 
 ON_EVERY_PATH(nonblocking_socket, run_nonblock, 20)
+
+/* No memory for a deadline's timer (the shard's timer heap cannot grow):
+ * next() says -ENOMEM once, without spinning, and the stream goes on. */
+static void *timer_oom_main(void *arg)
+{
+  int *fds = arg;
+  weft_recv_stream *s;
+  CO_EQ(weft_recv_stream_open(&s, fds[0], NULL), 0);
+  const void *d;
+  /* A shard that never armed a timer: the first deadline allocates. */
+  CO_EQ(weft__shard_self()->timers.cap, 0);
+  weft__fault_arm(WEFT__FAULT_MALLOC, 1);
+  CO_EQ(weft_recv_stream_next(s, &d, weft_now() + 5 * WEFT_SEC), -ENOMEM);
+  weft__fault_arm(WEFT__FAULT_MALLOC, 0);
+  CO_EQ(write(fds[1], "ok", 2), 2);
+  CO_EQ(weft_recv_stream_next(s, &d, weft_now() + 5 * WEFT_SEC), 2);
+  CO_CHECK(memcmp(d, "ok", 2) == 0);
+  CO_EQ(weft_recv_stream_close(s), 0);
+  return NULL;
+}
+
+static void run_timer_oom(int fallback)
+{
+  run_on_pair(fallback, unix_pair, 1, timer_oom_main);
+}
+
+ON_EVERY_PATH(no_memory_for_the_deadline_timer, run_timer_oom, 20)
