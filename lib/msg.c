@@ -220,14 +220,22 @@ static int flush_on(weft__shard *me, int64_t deadline)
     snap[i] = l ? l->ptail : 0;
   }
   for (int i = 0; i < rt->nshards; i++) {
-    uint64_t seq = ms->direct_seq[i];
-    if (seq == ms->posted_seq[i])
-      continue;
-    int r = flush_marker(me, &rt->shards[i], deadline);
-    if (r < 0)
-      return r;
-    if (seq > ms->posted_seq[i])
-      ms->posted_seq[i] = seq;
+    for (;;) {
+      uint64_t seq = ms->direct_seq[i], refused = ms->refused[i];
+      if (seq == ms->posted_seq[i])
+        break;
+      int r = flush_marker(me, &rt->shards[i], deadline);
+      if (r < 0)
+        return r;
+      /* A message refused before the marker was queued again when its
+       * CQE was reaped - after the marker went, so the marker does not
+       * vouch for it: another one must. */
+      if (ms->refused[i] == refused) {
+        if (seq > ms->posted_seq[i])
+          ms->posted_seq[i] = seq;
+        break;
+      }
+    }
   }
   /* The waiter is queued before the loop can dispatch an ack: both happen
    * on this thread, and nothing in between suspends. */
@@ -553,7 +561,8 @@ static int shard_init(weft__msg_shard **out, int nshards, unsigned ncounters)
   ms->counters = weft__calloc(ncounters, sizeof(*ms->counters));
   ms->counter_q = weft__calloc(ncounters, sizeof(*ms->counter_q));
   ms->direct_seq = weft__calloc((size_t)nshards, sizeof(uint64_t));
-  ms->posted_seq = weft__calloc((size_t)nshards, sizeof(uint64_t));
+  ms->posted_seq = weft__calloc(2 * (size_t)nshards, sizeof(uint64_t));
+  ms->refused = ms->posted_seq ? ms->posted_seq + nshards : NULL;
   ms->stalled = weft__calloc((size_t)nshards + 1, 1);
   if (!ms->in || !ms->counters || !ms->counter_q || !ms->direct_seq || !ms->posted_seq ||
       !ms->stalled)

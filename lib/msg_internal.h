@@ -103,6 +103,8 @@ struct weft__msg_shard {
   /* As a sender (owner only). */
   uint64_t *direct_seq;             /* [nshards] direct messages sent to each target */
   uint64_t *posted_seq;             /* [nshards] of them known posted (a flush marker) */
+  uint64_t *refused;                /* [nshards] of them the kernel refused and that were
+                                       queued again (in posted_seq's block) */
   weft__waitq flush_q;              /* flushers waiting for lane acks */
   /* As a target: plain threads (and coroutines of other runtimes) waiting
    * in weft_msg_flush_rt for this shard to drain the shared lane. */

@@ -360,8 +360,9 @@ void weft__msg_cqe(weft__shard *sh, uint64_t ud, int res)
      * the target is going away with the runtime. */
     weft__count(&sh->stats.msg_failed, 1);
     weft__shard *to = &rt->shards[(ud >> 3) & 0xff];
-    if (!give_up_resend(sh, res))
-      weft__msg_direct(sh, to, (uint16_t)(ud >> 11), (uint32_t)(ud >> 27));
+    if (!give_up_resend(sh, res) &&
+        weft__msg_direct(sh, to, (uint16_t)(ud >> 11), (uint32_t)(ud >> 27)) == 0)
+      sh->msg->refused[to->id]++; /* a flush under way needs another marker */
     return;
   }
   case WEFT__UD_BELL_FAILED: {

@@ -5,11 +5,14 @@
  * msg_ring the kernel has no memory for fails). A direct message is sent
  * again and arrives after the ones sent meanwhile; a lane's doorbell is rung
  * again; a wake-up falls back to the target's eventfd; a ticketed send and a
- * flush return the error. Refusals seen by plain threads, which post
+ * flush return the error; a flush right after a refused direct message
+ * returns only once it was sent again and posted. Refusals seen by plain threads, which post
  * synchronously, are in test_msg_outside.c.
  */
 #include "msg_test.h"
 #include "rt_internal.h"
+
+#include "msg_internal.h"
 
 #define TAG 9
 #define N_LANE 10
@@ -185,5 +188,75 @@ static void *ticketed_main(void *arg)
 Test(msg, refused_ticketed_send_and_flush_marker_return_the_error, .timeout = 60)
 {
   cr_assert_null(rt_run(2, ticketed_main, NULL));
+  rt_assert_clean();
+}
+
+/* ---- a flush right after a refused direct message ------------------------------- */
+
+struct hold {
+  atomic_bool running, look, looked, found;
+};
+
+/* Whether ring's CQ holds an unreaped CQE with this user_data and res. */
+static bool cq_holds(struct io_uring *ring, uint64_t ud, int res)
+{
+  unsigned head;
+  struct io_uring_cqe *cqe;
+  bool found = false;
+  io_uring_for_each_cqe(ring, head, cqe) {
+    if (cqe->user_data == ud && cqe->res == res)
+      found = true;
+  }
+  return found;
+}
+
+/* Holds shard 1 (it reaps nothing meanwhile) until told to look: then asks
+ * the kernel for what was posted to its ring (with DEFER_TASKRUN a posted
+ * message waits as task work until then) and looks for the message. */
+static void *hold_shard(void *arg)
+{
+  struct hold *h = arg;
+  atomic_store(&h->running, true);
+  while (!atomic_load(&h->look))
+    ;
+  struct io_uring *ring = &weft__shard_self()->ring;
+  io_uring_get_events(ring);
+  atomic_store(&h->found, cq_holds(ring, ud_msg(0, TAG), 8));
+  atomic_store(&h->looked, true);
+  return NULL;
+}
+
+/* The direct message is refused; the flush's marker goes before the
+ * message is queued again (that happens when the refusal's CQE is reaped).
+ * The flush must not return on that marker alone: when it returns, the
+ * message was posted. Shard 1 looks while this shard stays in this task -
+ * its loop, which would submit anything left queued, does not run. */
+static void *flush_after_refusal_main(void *arg)
+{
+  (void)arg;
+  struct hold h = {false, false, false, false};
+  weft_task *holder = spawn_on(1, hold_shard, &h);
+  while (!atomic_load(&h.running))
+    weft_yield();
+  weft__fault_arm(WEFT__FAULT_SEND, 1);
+  CO_EQ(weft_msg_send(1, TAG, 8), 0);
+  CO_EQ(weft_msg_flush(), 0);
+  CO_EQ(send_faults_left(), 0);
+  atomic_store(&h.look, true);
+  while (!atomic_load(&h.looked))
+    ;
+  CO_CHECK(atomic_load(&h.found));
+  CO_EQ(weft_join(holder, NULL), 0);
+  uint32_t got[4] = {0};
+  CO_EQ(weft_join(spawn_on(1, try_recv_all, got), NULL), 0);
+  CO_EQ(got[0], 1);
+  CO_EQ(got[1], 8);
+  CO_EQ(shard_stats(0).msg_failed, 1);
+  return NULL;
+}
+
+Test(msg, flush_waits_for_a_refused_message_sent_again, .timeout = 60)
+{
+  cr_assert_null(rt_run(2, flush_after_refusal_main, NULL));
   rt_assert_clean();
 }
