@@ -427,9 +427,10 @@ void weft__listener_free_swept(weft__shard *sh);
 int weft__msg_init(weft_runtime *rt);
 /* Frees them (after every shard thread has left); rt->msg may be NULL. */
 void weft__msg_term(weft_runtime *rt);
-/* Does what a plain thread's doorbell to sh would have done, after an
- * eventfd wake-up that may stand in for a refused one (sh's thread): takes
- * the plain threads' lane, and wakes a taker of every non-zero counter. */
+/* Does what any doorbell to sh would have done, after an eventfd wake-up
+ * that may stand in for one that could not be sent (sh's thread): drains
+ * every lane holding messages, wakes a taker of every non-zero counter, and
+ * has sh's flushers look at their lanes again (a lost acknowledgement). */
 void weft__msg_catch_up(weft__shard *sh);
 /* Shard side: a CQE with one of the WEFT__UD_MSG* / *_FAILED tags. */
 void weft__msg_cqe(weft__shard *sh, uint64_t ud, int res);

@@ -270,13 +270,25 @@ void weft__msg_catch_up(weft__shard *sh)
 {
   if (!sh->msg)
     return;
-  lane_drain(sh, (unsigned)sh->rt->nshards);
+  /* Every lane holding messages (a doorbell that could not be sent, from a
+   * plain thread or a shard, leaves one so). */
+  int n = sh->rt->nshards;
+  for (unsigned src = 0; src <= (unsigned)n; src++) {
+    weft__lane *l = atomic_load_explicit(&sh->msg->in[src], memory_order_acquire);
+    if (l && atomic_load_explicit(&l->tail, memory_order_acquire) !=
+                 atomic_load_explicit(&l->head, memory_order_relaxed))
+      lane_drain(sh, src);
+  }
   /* Takers queue and dequeue on this thread only: their queue heads can be
    * read without the lock. Rare, so a scan of every counter is fine. */
   for (unsigned tag = 0; tag < sh->rt->msg->ncounters; tag++)
     if (sh->msg->counter_q[tag].head &&
         atomic_load_explicit(&sh->msg->counters[tag], memory_order_acquire))
       counter_rung(sh, tag);
+  /* A flush's acknowledgement that could not be sent: flushers of this
+   * shard look at their lanes again (and ask again if still needed). */
+  if (sh->msg->flush_q.head)
+    weft__waitq_release(&sh->msg->flush_q, INT64_MAX, 0);
 }
 
 /* ---- sending from a shard of the same runtime ----------------------------------------- */
@@ -323,6 +335,12 @@ void weft__msg_bell(weft__shard *me, weft__shard *to, unsigned kind, unsigned pa
   if (weft__ring_post_msg(to->ring_fd, ud_bell(kind, payload), 0) == 0)
     return;
   weft__count(&me->stats.msg_failed, 1);
+  /* No SQE and no post: the target's eventfd makes it catch up on what
+   * any doorbell would have told it (weft__msg_catch_up). Dropped, a lane's
+   * doorbell could leave a full lane unrung for good, a counter's takers or
+   * a flusher asleep. */
+  if (weft__ring_wake_by_fd(to))
+    return;
   if (kind == WEFT__BELL_LANE) {
     /* Let the next push ring instead of leaving the lane marked as rung. */
     weft__lane *l = atomic_load_explicit(&to->msg->in[payload], memory_order_relaxed);

@@ -172,6 +172,8 @@ void weft__ring_wake_fd_cqe(weft__shard *sh, unsigned flags)
 
 struct io_uring_sqe *weft__ring_sqe(weft__shard *sh)
 {
+  if (weft__fault_hit(WEFT__FAULT_SQ_FULL))
+    return NULL;
   struct io_uring_sqe *sqe = io_uring_get_sqe(&sh->ring);
   if (!sqe) {
     io_uring_submit(&sh->ring);

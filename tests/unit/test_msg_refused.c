@@ -260,3 +260,122 @@ Test(msg, flush_waits_for_a_refused_message_sent_again, .timeout = 60)
   cr_assert_null(rt_run(2, flush_after_refusal_main, NULL));
   rt_assert_clean();
 }
+
+/* ---- doorbells that can be neither queued nor posted ------------------------------ */
+
+/* The SQ stays full after a submit and the synchronous post is refused too:
+ * the doorbell goes by the target's eventfd, and the target catches up on
+ * everything a doorbell would have told it. Dropped, it left the lane
+ * unrung (a full lane for good), a counter's taker or a flusher asleep. */
+static void no_way_to_ring(void)
+{
+  weft__fault_arm(WEFT__FAULT_SQ_FULL, 1);
+  weft__fault_arm(WEFT__FAULT_POST, 1);
+}
+
+static void *unrung_lane_main(void *arg)
+{
+  (void)arg;
+  uint32_t got[N_LANE];
+  weft_task *r = spawn_on(1, recv_lane, got);
+  weft_msg batch[N_LANE];
+  for (uint32_t i = 0; i < N_LANE; i++)
+    batch[i] = (weft_msg){.tag = TAG, .val = i};
+  no_way_to_ring();
+  CO_EQ(weft_msg_send_many(1, batch, N_LANE), N_LANE);
+  CO_EQ(atomic_load(&weft__fault_countdown[WEFT__FAULT_SQ_FULL]), 0);
+  CO_EQ(atomic_load(&weft__fault_countdown[WEFT__FAULT_POST]), 0);
+  CO_EQ(weft_join(r, NULL), 0);
+  for (uint32_t i = 0; i < N_LANE; i++)
+    CO_EQ(got[i], i);
+  CO_EQ(shard_stats(0).msg_failed, 1);
+  return NULL;
+}
+
+Test(msg, lane_doorbell_neither_queued_nor_posted_goes_by_eventfd, .timeout = 60)
+{
+  cr_assert_null(rt_run(2, unrung_lane_main, NULL));
+  rt_assert_clean();
+}
+
+static atomic_bool taker_waiting;
+
+static void *counter_taker(void *arg)
+{
+  (void)arg;
+  atomic_store(&taker_waiting, true);
+  return (void *)(intptr_t)weft_counter_take(TAG, in_ms(10000));
+}
+
+static void *unrung_counter_main(void *arg)
+{
+  (void)arg;
+  weft_task *t = spawn_on(1, counter_taker, NULL);
+  while (!atomic_load(&taker_waiting))
+    weft_yield();
+  weft_sleep(20 * WEFT_MSEC); /* asleep in the take by now */
+  no_way_to_ring();
+  CO_EQ(weft_counter_add(1, TAG, 5), 0);
+  CO_EQ(atomic_load(&weft__fault_countdown[WEFT__FAULT_POST]), 0);
+  void *v;
+  CO_EQ(weft_join(t, &v), 0);
+  CO_EQ((intptr_t)v, 5);
+  return NULL;
+}
+
+Test(msg, counter_doorbell_neither_queued_nor_posted_goes_by_eventfd, .timeout = 60)
+{
+  cr_assert_null(rt_run(2, unrung_counter_main, NULL));
+  rt_assert_clean();
+}
+
+/* Shard 1 is held while shard 0 sends to it and starts a flush; then it
+ * arms the faults and returns (detached: no joiner to wake), so that the
+ * first thing its loop sends is the flush's acknowledgement. */
+static void *hold_then_fail_ack(void *arg)
+{
+  struct hold *h = arg;
+  atomic_store(&h->running, true);
+  while (!atomic_load(&h->look))
+    ;
+  no_way_to_ring();
+  atomic_store(&h->looked, true);
+  return NULL;
+}
+
+static void *flush_waiter(void *arg)
+{
+  (void)arg;
+  return (void *)(intptr_t)weft_msg_flush();
+}
+
+static void *unrung_ack_main(void *arg)
+{
+  (void)arg;
+  struct hold h = {false, false, false, false};
+  CO_EQ(weft_detach(spawn_on(1, hold_then_fail_ack, &h)), 0);
+  while (!atomic_load(&h.running))
+    weft_yield();
+  weft_msg m = {.tag = TAG, .val = 3};
+  CO_EQ(weft_msg_send_many(1, &m, 1), 1);
+  weft_task *f = spawn_on(0, flush_waiter, NULL);
+  weft_sleep(20 * WEFT_MSEC); /* the flusher waits for shard 1's ack */
+  atomic_store(&h.look, true);
+  void *v;
+  CO_EQ(weft_join(f, &v), 0);
+  CO_EQ((intptr_t)v, 0);
+  CO_EQ(atomic_load(&weft__fault_countdown[WEFT__FAULT_POST]), 0);
+  CO_EQ(shard_stats(1).msg_failed, 1);
+  uint32_t got[4] = {0};
+  CO_EQ(weft_join(spawn_on(1, try_recv_all, got), NULL), 0);
+  CO_EQ(got[0], 1);
+  CO_EQ(got[1], 3);
+  return NULL;
+}
+
+Test(msg, flush_ack_neither_queued_nor_posted_goes_by_eventfd, .timeout = 60)
+{
+  cr_assert_null(rt_run(2, unrung_ack_main, NULL));
+  rt_assert_clean();
+}
+
