@@ -70,8 +70,13 @@ void weft__group_member_done(weft_task *t)
     g->error = (int)v;
   if (atomic_load_explicit(&t->cancelled, memory_order_relaxed))
     g->member_cancelled = true;
-  if (--g->active == 0)
+  if (--g->active == 0) {
+    /* The queue's own lock as well: a waiter that times out or is
+     * cancelled unlinks itself under that one alone (waitq.c). */
+    weft__spin_lock(&g->idle_q.lock);
     ready = weft__waitq_take(&g->idle_q, INT64_MAX, NULL);
+    weft__spin_unlock(&g->idle_q.lock);
+  }
   weft__spin_unlock(&g->lock);
   weft__waiters_complete(ready, 0);
   weft__task_release(t); /* the group's handle */
@@ -95,7 +100,11 @@ static int wait_idle(weft_group *g, int64_t deadline, bool cancellable)
     weft__spin_unlock(&g->lock);
     return r;
   }
+  /* g->lock orders the append against the last member's take; the
+   * queue's lock against a waiter leaving it (see weft__group_member_done). */
+  weft__spin_lock(&g->idle_q.lock);
   weft__waitq_append(&g->idle_q, &w);
+  weft__spin_unlock(&g->idle_q.lock);
   weft__spin_unlock(&g->lock);
   int r = weft__waiter_wait(&w, deadline);
   if (r < 0)

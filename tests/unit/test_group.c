@@ -640,3 +640,70 @@ Test(group, out_of_memory, .timeout = 30)
   rt_assert_clean();
   rt_assert_no_leaks();
 }
+
+/* ---- waiters timing out while others join the wait ------------------------------ */
+
+struct churn {
+  weft_group *g;
+  atomic_bool stop;
+  int id;
+};
+
+static void *churn_waiter(void *arg)
+{
+  struct churn *c = arg;
+  while (!atomic_load(&c->stop))
+    CO_EQ(weft_group_wait_dl(c->g, weft_now() + (c->id % 2 ? 2 : 20) * WEFT_USEC), -ETIMEDOUT);
+  return NULL;
+}
+
+static void *final_wait(void *arg)
+{
+  return (void *)(intptr_t)weft_group_wait(arg);
+}
+
+/* Plain threads wait on a busy group with deadlines of microseconds, so
+ * that waiters leave the wait (timed out) while others join it. The list of
+ * waiters must survive that: afterwards a wait without deadline returns
+ * once the last member does (it never did when a timed-out waiter had
+ * unlinked itself under another lock than the one joiners held). */
+Test(group, waiters_timing_out_while_others_join, .timeout = 120)
+{
+  enum { THREADS = 4, TRIES = 10 };
+  weft_runtime *rt = rt_start(2);
+  struct spawner s;
+  cr_assert_eq(weft_group_create(&s.g), 0);
+  cr_assert_eq(weft_event_create(&s.ev, 0), 0);
+  for (int try = 0; try < TRIES; try++) {
+    weft_task *t;
+    cr_assert_eq(weft_event_reset(s.ev), 0);
+    cr_assert_eq(weft_runtime_submit(rt, NULL, spawn_members, &s, &t), 0);
+    cr_assert_eq(weft_join(t, NULL), 0);
+    struct churn c[THREADS];
+    pthread_t th[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+      c[i] = (struct churn){.g = s.g, .id = i};
+      atomic_init(&c[i].stop, false);
+      cr_assert_eq(pthread_create(&th[i], NULL, churn_waiter, &c[i]), 0);
+    }
+    usleep(150000);
+    for (int i = 0; i < THREADS; i++)
+      atomic_store(&c[i].stop, true);
+    for (int i = 0; i < THREADS; i++)
+      pthread_join(th[i], NULL);
+    pthread_t f;
+    cr_assert_eq(pthread_create(&f, NULL, final_wait, s.g), 0);
+    usleep(20000);
+    cr_assert_eq(weft_event_set(s.ev), 0);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
+    void *r = (void *)(intptr_t)1;
+    cr_assert_eq(pthread_timedjoin_np(f, &r, &until), 0, "try %d: the last wait never returned", try);
+    cr_assert_eq((intptr_t)r, 0);
+  }
+  cr_assert_eq(weft_group_destroy(s.g), 0);
+  weft_event_destroy(s.ev);
+  rt_assert_clean();
+  rt_stop_idle(rt);
+}
