@@ -405,19 +405,31 @@ ssize_t weft_writer_write(weft_writer *w, const void *buf, size_t n)
   return (ssize_t)n;
 }
 
+/* vsnprintf, which may set errno, with errno left alone. Out of line, and
+ * opaque to the compiler: weft_writer_printf may flush (and move to another
+ * shard's thread) between two of these, and must not keep errno's address
+ * (glibc declares __errno_location const) from one to the next. */
+__attribute__((noinline, noipa)) static int format_quietly(char *buf, size_t n, const char *fmt,
+                                                           va_list ap)
+{
+  int saved = errno;
+  int k = vsnprintf(buf, n, fmt, ap);
+  errno = saved;
+  return k;
+}
+
 ssize_t weft_writer_printf(weft_writer *w, const char *fmt, ...)
 {
   if (!w || !fmt)
     return -EINVAL;
   if (w->err)
     return w->err;
-  int saved = errno;
   va_list ap, again;
   va_start(ap, fmt);
   va_copy(again, ap);
   size_t room = w->size - w->len;
   /* vsnprintf stores a NUL after the text: it fits only if k < room. */
-  int k = vsnprintf(w->buf + w->len, room, fmt, ap);
+  int k = format_quietly(w->buf + w->len, room, fmt, ap);
   va_end(ap);
   ssize_t res;
   if (k < 0) {
@@ -432,7 +444,7 @@ ssize_t weft_writer_printf(weft_writer *w, const char *fmt, ...)
     if (r < 0) {
       res = r;
     } else {
-      vsnprintf(w->buf, w->size, fmt, again);
+      format_quietly(w->buf, w->size, fmt, again);
       w->len = (size_t)k;
       res = k;
     }
@@ -442,13 +454,12 @@ ssize_t weft_writer_printf(weft_writer *w, const char *fmt, ...)
     if (!tmp) {
       res = -ENOMEM; /* nothing was written: the writer is still whole */
     } else {
-      vsnprintf(tmp, (size_t)k + 1, fmt, again);
+      format_quietly(tmp, (size_t)k + 1, fmt, again);
       res = weft_writer_write(w, tmp, (size_t)k);
       free(tmp);
     }
   }
   va_end(again);
-  errno = saved;
   return res;
 }
 

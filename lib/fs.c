@@ -211,10 +211,14 @@ typedef struct pool_job {
   bool ran;
 } pool_job;
 
+/* Runs on a pool thread, or on a plain caller's own (see below): the
+ * system call's errno stays where it ran. */
 static void *pool_tramp(void *arg)
 {
   pool_job *j = arg;
+  int saved = errno;
   j->res = j->fn(j->arg);
+  errno = saved;
   j->ran = true;
   return NULL;
 }
@@ -224,11 +228,13 @@ long weft__fs_pool(long (*fn)(void *), void *arg, int64_t deadline, bool *ran)
   /* The job lives here: weft_blocking_dl returns only once the pool is done
    * with it (it waits out a running job and drops a queued one). On a plain
    * thread it runs fn right here - or not at all, for a deadline already
-   * passed - and the system call's errno must not reach the caller. */
+   * passed - and the system call's errno must not reach the caller, which
+   * pool_tramp sees to. Not here: across the wait a coroutine may move to
+   * another shard's thread, while errno's address, kept by the compiler
+   * (glibc declares __errno_location const), would still be the first
+   * thread's - whose errno the restore would then overwrite. */
   pool_job j = {.fn = fn, .arg = arg};
-  int saved = errno;
   int r = weft_blocking_dl(pool_tramp, &j, NULL, deadline);
-  errno = saved;
   if (ran)
     *ran = j.ran;
   return j.ran ? j.res : r;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Waiting for a child through a pidfd; see weft/process.h. */
+#include "core.h"
 #include "weft/io.h"
 #include "weft/process.h"
 
@@ -71,9 +72,19 @@ static int wait_errno(pid_t pid, int *status, int64_t deadline)
 
 int weft_process_wait_dl(pid_t pid, int *status, int64_t deadline)
 {
+  /* The system calls around the wait set errno, and the compiler keeps
+   * errno's address across the wait (glibc declares __errno_location
+   * const): so the task stays on its shard's thread until it is done,
+   * or the last of them - and the restore - would reach the errno of a
+   * thread it left, where another coroutine runs. */
+  weft_task *t = weft__task_self();
+  if (t)
+    t->pinned_ops++;
   int saved = errno;
   int r = wait_errno(pid, status, deadline);
   errno = saved;
+  if (t)
+    t->pinned_ops--;
   return r;
 }
 
