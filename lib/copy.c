@@ -60,11 +60,20 @@ static bool o_nonblock(int fd)
   return fl >= 0 && (fl & O_NONBLOCK);
 }
 
-/* Plain thread. With a deadline, the wait is poll(2) on both sides and the
+/* True if fd has `events` ready now (poll(2) without waiting). */
+static bool ready_now(int fd, short events)
+{
+  struct pollfd p = {.fd = fd, .events = events};
+  return poll(&p, 1, 0) > 0;
+}
+
+/* Plain thread. With a deadline, the wait is poll(2) on each side and the
  * splice runs with SPLICE_F_NONBLOCK (which covers the pipe side; a socket
- * side was just reported ready), polling again on -EAGAIN - unless a side is
- * O_NONBLOCK: as splice(2) itself, and as io_uring's splice in a coroutine,
- * the call then does not wait for it and says -EAGAIN. */
+ * side was just reported ready), polling again on -EAGAIN. A side the
+ * caller made O_NONBLOCK is not waited for - as splice(2) itself, and as
+ * io_uring's splice in a coroutine, the call says -EAGAIN when that side
+ * has nothing - but the deadline still bounds the wait for the other (a
+ * TCP socket waits in splice(2) whatever the splice flags). */
 static ssize_t plain_splice(int fd_in, int64_t *off_in, int fd_out, int64_t *off_out, size_t n,
                             unsigned flags, int64_t deadline)
 {
@@ -72,15 +81,15 @@ static ssize_t plain_splice(int fd_in, int64_t *off_in, int fd_out, int64_t *off
     return -ETIMEDOUT; /* as everywhere: a passed deadline starts nothing */
   int saved = errno;
   loff_t oi = off_in ? *off_in : 0, oo = off_out ? *off_out : 0;
-  if (deadline >= 0 && (o_nonblock(fd_in) || o_nonblock(fd_out)))
-    deadline = -1; /* no wait left to bound */
+  bool nb_in = o_nonblock(fd_in), nb_out = o_nonblock(fd_out);
   unsigned f = deadline >= 0 ? flags | SPLICE_F_NONBLOCK : flags;
   ssize_t res;
   for (;;) {
     int r = 0;
     if (deadline >= 0) {
-      r = weft__poll_ready(fd_in, POLLIN, deadline);
-      if (r == 0)
+      if (!nb_in)
+        r = weft__poll_ready(fd_in, POLLIN, deadline);
+      if (r == 0 && !nb_out)
         r = weft__poll_ready(fd_out, POLLOUT, deadline);
     }
     if (r < 0) {
@@ -93,8 +102,17 @@ static ssize_t plain_splice(int fd_in, int64_t *off_in, int fd_out, int64_t *off
       break;
     }
     int e = errno;
-    if (e == EINTR || (e == EAGAIN && deadline >= 0 && !(flags & SPLICE_F_NONBLOCK)))
+    if (e == EINTR)
       continue;
+    if (e == EAGAIN && deadline >= 0 && !(flags & SPLICE_F_NONBLOCK)) {
+      /* Lost a race for a side we waited for (look again), or an
+       * O_NONBLOCK side has nothing: then every other side is still
+       * ready, and the answer is splice(2)'s. */
+      bool others_ready = (nb_in || ready_now(fd_in, POLLIN)) &&
+                          (nb_out || ready_now(fd_out, POLLOUT));
+      if (!(nb_in || nb_out) || !others_ready)
+        continue;
+    }
     res = -e;
     break;
   }

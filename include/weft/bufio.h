@@ -168,7 +168,8 @@ WEFT_API ssize_t weft_writer_write_frame(weft_writer *w, const void *buf, size_t
  * thread, which the deadline and weft_cancel interrupt; on a plain thread it
  * is splice(2), and the deadline bounds the wait for both sides with
  * poll(2). A side the caller made O_NONBLOCK is not waited for, either way:
- * -EAGAIN when it has nothing (or no room).
+ * -EAGAIN when it has nothing (or no room); the deadline still bounds the
+ * wait for the other side.
  *
  * Beware: while a splice between a socket and a pipe waits for the socket,
  * the kernel holds the pipe's lock, so every other read or write of that

@@ -427,6 +427,37 @@ Test(bufio, copy_and_splice_keep_o_nonblock, .timeout = 30)
   finish();
 }
 
+/* One side O_NONBLOCK, the other a blocking TCP socket (which waits in
+ * splice(2) whatever the splice flags): the deadline still bounds the wait
+ * for the socket, in a coroutine and on a plain thread alike (the plain
+ * thread's splice dropped the deadline and waited for good), and the
+ * O_NONBLOCK side with nothing still gives -EAGAIN at once. */
+static void *half_nonblocking_body(void *arg)
+{
+  int *sv = arg, p[2];
+  CO_EQ(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
+  int64_t dl = weft_now() + 50 * WEFT_MSEC;
+  CO_EQ(weft_splice_dl(sv[0], NULL, p[1], NULL, 10, 0, dl), -ETIMEDOUT);
+  CO_CHECK(weft_now() >= dl);
+  CO_EQ(write(sv[1], "xyz", 3), 3);
+  CO_EQ(weft_splice_dl(sv[0], NULL, p[1], NULL, 10, 0, weft_now() + 10 * WEFT_SEC), 3);
+  char buf[4];
+  CO_EQ(read(p[0], buf, sizeof(buf)), 3);
+  /* The other way round: an empty O_NONBLOCK pipe into the socket. */
+  CO_EQ(weft_splice_dl(p[0], NULL, sv[1], NULL, 10, 0, weft_now() + 10 * WEFT_SEC), -EAGAIN);
+  close2(p);
+  return NULL;
+}
+
+Test(bufio, splice_deadline_bounds_a_blocking_side_next_to_an_o_nonblock_one, .timeout = 30)
+{
+  int sv[2];
+  tcp_pair(sv);
+  run_both(half_nonblocking_body, sv);
+  close2(sv);
+  finish();
+}
+
 static void *copy_errors_body(void *arg)
 {
   (void)arg;
