@@ -70,7 +70,8 @@ int weft_waitgroup_add(weft_waitgroup *pwg, int64_t n)
   weft__spin_lock(&wg->q.lock);
   int64_t c = atomic_load_explicit(&wg->count, memory_order_relaxed);
   int err = 0;
-  if (n < 0 ? c < -n : c > INT64_MAX - n)
+  /* c + n, not c < -n: -INT64_MIN overflows (c >= 0, so the sum cannot). */
+  if (n < 0 ? c + n < 0 : c > INT64_MAX - n)
     err = n < 0 ? -EINVAL : -EOVERFLOW;
   if (err || n == 0) {
     weft__spin_unlock(&wg->q.lock);

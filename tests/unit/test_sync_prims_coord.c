@@ -344,6 +344,7 @@ static void *wg_main(void *arg)
   CO_EQ(weft_waitgroup_done(&w.wg), -EINVAL);
   CO_EQ(weft_waitgroup_add(&w.wg, 3), 0);
   CO_EQ(weft_waitgroup_add(&w.wg, -4), -EINVAL);
+  CO_EQ(weft_waitgroup_add(&w.wg, INT64_MIN), -EINVAL); /* nothing changed: see below */
   CO_EQ(weft_waitgroup_add(&w.wg, INT64_MAX), -EOVERFLOW);
   CO_EQ(weft_waitgroup_add(&w.wg, 0), 0);
   CO_EQ(weft_waitgroup_wait_dl(&w.wg, weft_now() - 1), -ETIMEDOUT);
