@@ -7,6 +7,7 @@
 #include "ws_internal.h"
 
 #include "bufio_internal.h"
+#include "op.h"
 
 #include "weft/fs.h"
 #include "weft/io.h"
@@ -146,13 +147,33 @@ static int write_frame_locked(weft_ws *ws, int op, const void *data, size_t n, i
   return r;
 }
 
+/* -ETIMEDOUT for a deadline (or deadline scope) already passed, -ECANCELED
+ * for a cancelled task, else 0: checked before anything is written, so
+ * that such a call leaves the connection whole - once part of a frame is
+ * out, a failure breaks it (write_frame_locked). */
+static int cannot_start(int64_t deadline)
+{
+  weft_task *t = weft__task_self();
+  if (t && atomic_load_explicit(&t->cancelled, memory_order_relaxed))
+    return -ECANCELED;
+  int64_t dl = t ? weft__deadline_for(t, deadline) : deadline;
+  return dl >= 0 && dl <= weft__now() ? -ETIMEDOUT : 0;
+}
+
 static int write_frame(weft_ws *ws, int op, const void *data, size_t n, int64_t deadline)
 {
-  int r = weft_mutex_lock_dl(&ws->send_lock, deadline);
+  bool after_close = op == OP_TEXT || op == OP_BINARY || op == OP_PING;
+  if (after_close && atomic_load_explicit(&ws->closing, memory_order_relaxed))
+    return -EPIPE; /* at once: no need to wait for the lock to learn it */
+  int r = cannot_start(deadline);
+  if (r < 0)
+    return r;
+  r = weft_mutex_lock_dl(&ws->send_lock, deadline);
   if (r < 0)
     return r;
   if (atomic_load_explicit(&ws->broken, memory_order_relaxed) ||
-      atomic_load_explicit(&ws->close_sent, memory_order_relaxed))
+      atomic_load_explicit(&ws->close_sent, memory_order_relaxed) ||
+      (after_close && atomic_load_explicit(&ws->closing, memory_order_relaxed)))
     r = -EPIPE;
   else
     r = write_frame_locked(ws, op, data, n, deadline);
@@ -401,6 +422,9 @@ int weft_ws_close(weft_ws *ws, int code, const char *reason, int64_t deadline)
   if (!ws || !weft__ws_close_code_valid(code) || rlen > 123 ||
       (reason && !weft__utf8_valid((const unsigned char *)reason, rlen)))
     return -EINVAL;
+  /* From now on, whatever comes of the close frame's write (a timeout
+   * waiting for the send lock, say): no more messages. */
+  atomic_store_explicit(&ws->closing, true, memory_order_relaxed);
   int r = write_close(ws, code, reason ? reason : "", rlen, deadline);
   if (r < 0 && r != -EPIPE) /* -EPIPE: sent before, or broken (below) */
     return r;

@@ -23,6 +23,7 @@ struct weft_ws {
   atomic_bool close_sent;  /* no data may follow it (set under send_lock) */
   atomic_bool close_seen;  /* the peer's close has been read (release) */
   atomic_bool broken;      /* a frame was cut short: the stream is unusable */
+  atomic_bool closing;     /* weft_ws_close was called: no more messages or pings */
   int peer_code;           /* the peer's close status (1005: none given) */
   weft_reader *rd;    /* everything read, handshake included */
   weft_mutex send_lock;

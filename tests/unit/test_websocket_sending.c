@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Suite "websocket", sending: a send that cannot start (a deadline or
+ * deadline scope already passed, a cancelled task) fails before anything
+ * is written and leaves the connection whole; a close whose frame could
+ * not be written (the send lock held past its deadline by a large send)
+ * still ends the sending of messages, as weft_ws_close promises.
+ */
+#include "ws_test.h"
+
+#include <stdlib.h>
+
+/* A weft server on sv[0] and a weft client on sv[1]. */
+static void ws_pair(int sv[2], weft_ws **srv, weft_ws **cli)
+{
+  pair(sv);
+  struct connecting c = {.fd = sv[1]};
+  weft_task *t;
+  CO_EQ(weft_spawn(&t, NULL, connect_task, &c), 0);
+  CO_EQ(weft_ws_accept(srv, sv[0], weft_now() + 5 * WEFT_SEC), 0);
+  CO_EQ(weft_join(t, NULL), 0);
+  CO_EQ(c.r, 0);
+  *cli = c.ws;
+}
+
+static void expect_message(weft_ws *ws, const char *text)
+{
+  char buf[64];
+  int type = 0;
+  ssize_t n = weft_ws_recv(ws, buf, sizeof(buf), &type, weft_now() + 5 * WEFT_SEC);
+  CO_EQ(n, (ssize_t)strlen(text));
+  CO_EQ(type, WEFT_WS_TEXT);
+  CO_CHECK(n >= 0 && memcmp(buf, text, (size_t)n) == 0);
+}
+
+static void *cancelled_sender(void *arg)
+{
+  weft_ws *ws = arg;
+  CO_EQ(weft_cancel(weft_task_self()), 0);
+  CO_EQ(weft_ws_send(ws, WEFT_WS_TEXT, "never", 5, WEFT_NO_DEADLINE), -ECANCELED);
+  CO_EQ(weft_ws_ping(ws, "p", 1, WEFT_NO_DEADLINE), -ECANCELED);
+  return NULL;
+}
+
+static void *cannot_start_main(void *arg)
+{
+  (void)arg;
+  int sv[2];
+  weft_ws *srv, *cli;
+  ws_pair(sv, &srv, &cli);
+  int64_t far = weft_now() + 5 * WEFT_SEC;
+  CO_EQ(weft_ws_send(srv, WEFT_WS_TEXT, "late", 4, weft_now() - 1), -ETIMEDOUT);
+  CO_EQ(weft_ws_send(srv, WEFT_WS_TEXT, "one", 3, far), 0);
+  expect_message(cli, "one");
+  int64_t saved = weft_deadline_push(weft_now() - 1);
+  CO_EQ(weft_ws_send(cli, WEFT_WS_TEXT, "scoped", 6, WEFT_NO_DEADLINE), -ETIMEDOUT);
+  weft_deadline_pop(saved);
+  CO_EQ(weft_ws_send(cli, WEFT_WS_TEXT, "two", 3, far), 0);
+  expect_message(srv, "two");
+  weft_task *t;
+  CO_EQ(weft_spawn(&t, NULL, cancelled_sender, srv), 0);
+  CO_EQ(weft_join(t, NULL), -ECANCELED);
+  CO_EQ(weft_ws_send(srv, WEFT_WS_TEXT, "three", 5, far), 0);
+  expect_message(cli, "three");
+  weft_ws_free(srv);
+  weft_ws_free(cli);
+  io_close_pipe(sv);
+  return NULL;
+}
+
+Test(websocket, a_send_that_cannot_start_leaves_the_connection_whole, .timeout = 30)
+{
+  rt_run(2, cannot_start_main, NULL);
+  rt_assert_clean();
+}
+
+#define BIG ((size_t)8 << 20)
+
+struct big_send {
+  weft_ws *ws;
+  void *buf;
+  atomic_bool started;
+};
+
+static void *big_sender(void *arg)
+{
+  struct big_send *b = arg;
+  atomic_store(&b->started, true);
+  CO_EQ(weft_ws_send(b->ws, WEFT_WS_BINARY, b->buf, BIG, weft_now() + 30 * WEFT_SEC), 0);
+  return NULL;
+}
+
+static void *recv_close(void *arg)
+{
+  char buf[16];
+  int type = 0;
+  CO_EQ(weft_ws_recv(arg, buf, sizeof(buf), &type, weft_now() + 5 * WEFT_SEC), 0);
+  CO_EQ(type, WEFT_WS_CLOSE);
+  return NULL;
+}
+
+static void *close_fails_main(void *arg)
+{
+  (void)arg;
+  int sv[2];
+  weft_ws *srv, *cli;
+  ws_pair(sv, &srv, &cli);
+  struct big_send b = {.ws = srv, .buf = calloc(1, BIG)};
+  CO_CHECK(b.buf != NULL);
+  weft_task *t;
+  CO_EQ(weft_spawn(&t, NULL, big_sender, &b), 0);
+  while (!atomic_load(&b.started))
+    weft_yield();
+  weft_sleep(20 * WEFT_MSEC); /* the big send holds the send lock, stuck on a full socket */
+  CO_EQ(weft_ws_close(srv, 1000, NULL, weft_now() + 50 * WEFT_MSEC), -ETIMEDOUT);
+  /* No close frame went out, but no message may follow the close either. */
+  CO_EQ(weft_ws_send(srv, WEFT_WS_TEXT, "after", 5, weft_now() + 5 * WEFT_SEC), -EPIPE);
+  CO_EQ(weft_ws_ping(srv, "p", 1, weft_now() + 5 * WEFT_SEC), -EPIPE);
+  /* The client takes the big message; then comes the close, sent now. */
+  void *in = malloc(BIG);
+  int type = 0;
+  CO_EQ(weft_ws_recv(cli, in, BIG, &type, weft_now() + 30 * WEFT_SEC), (ssize_t)BIG);
+  CO_EQ(type, WEFT_WS_BINARY);
+  CO_EQ(weft_join(t, NULL), 0);
+  /* The close again, the lock free now: the client's next message is the
+   * close (not "after"), which it answers. */
+  weft_task *answer;
+  CO_EQ(weft_spawn(&answer, NULL, recv_close, cli), 0);
+  CO_EQ(weft_ws_close(srv, 1000, NULL, weft_now() + 5 * WEFT_SEC), 0);
+  CO_EQ(weft_join(answer, NULL), 0);
+  free(in);
+  free(b.buf);
+  weft_ws_free(srv);
+  weft_ws_free(cli);
+  io_close_pipe(sv);
+  return NULL;
+}
+
+Test(websocket, a_close_that_could_not_be_written_still_ends_sending, .timeout = 60)
+{
+  rt_run(2, close_fails_main, NULL);
+  rt_assert_clean();
+}
