@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -327,12 +328,29 @@ int weft_open(const char *path, int flags, mode_t mode)
   return weft_openat_dl(AT_FDCWD, path, flags, mode, WEFT_NO_DEADLINE);
 }
 
+/* True if fd is an io_uring instance's descriptor: io_uring's own close
+ * refuses those (-EBADF, the descriptor left open). */
+static bool is_ring_fd(int fd)
+{
+  char path[32], target[32];
+  snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+  int saved = errno;
+  ssize_t n = readlink(path, target, sizeof(target) - 1);
+  errno = saved;
+  if (n <= 0)
+    return false;
+  target[n] = '\0';
+  return strcmp(target, "anon_inode:[io_uring]") == 0;
+}
+
 int weft_close(int fd)
 {
   if (fd < 0)
     return -EBADF;
   weft__fs_call c = {.op = IORING_OP_CLOSE, .fd = fd};
   long r = weft__fs_run(&c, WEFT_NO_DEADLINE);
+  if (r == -EBADF && c.ran && !c.via_pool && is_ring_fd(fd))
+    c.ran = false; /* another ring: closed below, by close(2) */
   if (!c.ran) {
     /* Cancelled or past the deadline scope before it ran: a close must
      * still happen, or the caller leaks the descriptor. */

@@ -97,6 +97,29 @@ Test(fs, open_close_pread_pwrite_and_their_errors, .timeout = 30)
   rt_assert_no_leaks();
 }
 
+/* An io_uring instance's descriptor, which io_uring's own close refuses
+ * (-EBADF, the descriptor left open): weft_close closes it all the same. */
+static void *close_ring_fd_body(void *arg)
+{
+  (void)arg;
+  struct io_uring_params p;
+  memset(&p, 0, sizeof(p));
+  int fd = (int)syscall(__NR_io_uring_setup, 2, &p); /* no mappings to undo */
+  CO_CHECK(fd >= 0);
+  CO_EQ(weft_close(fd), 0);
+  CO_EQ(fcntl(fd, F_GETFD), -1);
+  CO_EQ(errno, EBADF);
+  CO_EQ(weft_close(fd), -EBADF); /* and a closed descriptor is still -EBADF */
+  return NULL;
+}
+
+Test(fs, close_of_an_io_uring_descriptor, .timeout = 30)
+{
+  rt_run(1, close_ring_fd_body, NULL);
+  close_ring_fd_body(NULL); /* and on this plain thread */
+  rt_assert_clean();
+}
+
 /* ---- short reads, full-length helpers ---------------------------------------------- */
 
 typedef struct feeder {
