@@ -312,11 +312,18 @@ static int control(weft_ws *ws, const struct frame *f, int64_t deadline)
     return r;
   if (f->op == OP_PING) {
     r = write_frame(ws, OP_PONG, body, (size_t)f->len, deadline);
+    bool broken = atomic_load_explicit(&ws->broken, memory_order_relaxed);
     /* No pong after our own close: not an error. */
-    return r == -EPIPE && atomic_load_explicit(&ws->close_sent, memory_order_relaxed) &&
-                   !atomic_load_explicit(&ws->broken, memory_order_relaxed)
-               ? 0
-               : r;
+    if (r == -EPIPE && atomic_load_explicit(&ws->close_sent, memory_order_relaxed) && !broken)
+      return 0;
+    if ((r == -ETIMEDOUT || r == -ECANCELED) && !broken) {
+      /* Nothing of it went out (the send lock was not had in time): the
+       * pong is owed, and goes before anything else is read. */
+      memcpy(ws->owed, body, (size_t)f->len);
+      ws->owed_len = (size_t)f->len;
+      ws->pong_owed = true;
+    }
+    return r;
   }
   if (f->op == OP_PONG)
     return 0;
@@ -364,7 +371,10 @@ static ssize_t recv_message(weft_ws *ws, unsigned char *out, size_t cap, int *ty
         return fail(ws, ST_PROTOCOL, -EPROTO, deadline);
       r = control(ws, &f, deadline);
       if (r < 0) {
-        atomic_store_explicit(&ws->broken, true, memory_order_relaxed);
+        /* A pong owed between messages leaves the connection whole;
+         * within one, the message read so far would be lost. */
+        if (!(ws->pong_owed && msg_op < 0))
+          atomic_store_explicit(&ws->broken, true, memory_order_relaxed);
         return r;
       }
       if (r == 1) {
@@ -404,12 +414,29 @@ static bool usable(const weft_ws *ws)
          !atomic_load_explicit(&ws->close_seen, memory_order_relaxed);
 }
 
+/* Sends the pong an earlier receive could not (0 if none is owed). */
+static int pay_owed_pong(weft_ws *ws, int64_t deadline)
+{
+  if (!ws->pong_owed)
+    return 0;
+  int r = write_frame(ws, OP_PONG, ws->owed, ws->owed_len, deadline);
+  if (r == -EPIPE && atomic_load_explicit(&ws->close_sent, memory_order_relaxed) &&
+      !atomic_load_explicit(&ws->broken, memory_order_relaxed))
+    r = 0; /* our close went meanwhile: no pong after it */
+  if (r == 0 || atomic_load_explicit(&ws->broken, memory_order_relaxed))
+    ws->pong_owed = false;
+  return r;
+}
+
 ssize_t weft_ws_recv(weft_ws *ws, void *buf, size_t cap, int *type, int64_t deadline)
 {
   if (!ws || !type || (!buf && cap))
     return -EINVAL;
   if (!usable(ws))
     return -EPIPE;
+  int r = pay_owed_pong(ws, deadline);
+  if (r < 0)
+    return r;
   weft_reader_set_deadline(ws->rd, deadline);
   return recv_message(ws, buf, cap, type, false, deadline);
 }

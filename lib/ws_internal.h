@@ -25,6 +25,12 @@ struct weft_ws {
   atomic_bool broken;      /* a frame was cut short: the stream is unusable */
   atomic_bool closing;     /* weft_ws_close was called: no more messages or pings */
   int peer_code;           /* the peer's close status (1005: none given) */
+  /* A ping whose pong could not be written (the send lock not had by the
+   * receive's deadline): answered first thing in the next receive. Only
+   * the receiving task touches these. */
+  bool pong_owed;
+  unsigned char owed[125];
+  size_t owed_len;
   weft_reader *rd;    /* everything read, handshake included */
   weft_mutex send_lock;
   unsigned char masks[256]; /* random bytes for masking keys */

@@ -141,7 +141,9 @@ WEFT_API const char *weft_ws_protocol(const weft_ws *ws);
 WEFT_API const char *weft_ws_header(const weft_ws *ws, const char *name);
 
 /* Receives the next message into buf[0, cap), its fragments joined; answers
- * pings on the way (pongs are consumed). Returns the message's length with
+ * pings on the way (pongs are consumed; a pong that could not be written by
+ * the deadline - a large send holding the connection - goes first thing in
+ * the next receive, and the timeout leaves the connection whole). Returns the message's length with
  * *type WEFT_WS_TEXT or WEFT_WS_BINARY; or 0 with *type WEFT_WS_CLOSE when
  * the peer closed (its close is answered if weft_ws_close has not sent one);
  * or -EMSGSIZE (longer than cap), -EPROTO, -EILSEQ, -ECONNRESET (the

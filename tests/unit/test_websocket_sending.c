@@ -4,7 +4,9 @@
  * deadline scope already passed, a cancelled task) fails before anything
  * is written and leaves the connection whole; a close whose frame could
  * not be written (the send lock held past its deadline by a large send)
- * still ends the sending of messages, as weft_ws_close promises.
+ * still ends the sending of messages, as weft_ws_close promises; a pong
+ * that cannot be written by a receive's deadline is owed, and the
+ * connection stays whole.
  */
 #include "ws_test.h"
 
@@ -139,5 +141,60 @@ static void *close_fails_main(void *arg)
 Test(websocket, a_close_that_could_not_be_written_still_ends_sending, .timeout = 60)
 {
   rt_run(2, close_fails_main, NULL);
+  rt_assert_clean();
+}
+
+/* A ping read while the send lock is held by a large send: the pong cannot
+ * go by the receive's deadline, which returns -ETIMEDOUT - with the
+ * connection whole (it broke it before): the pong is owed and goes at the
+ * start of the next receive. */
+static void *recv_big(void *arg)
+{
+  weft_ws *ws = arg;
+  void *in = malloc(BIG);
+  int type = 0;
+  CO_EQ(weft_ws_recv(ws, in, BIG, &type, weft_now() + 30 * WEFT_SEC), (ssize_t)BIG);
+  free(in);
+  /* The owed pong is consumed here on the way to the next message. */
+  char buf[16];
+  CO_EQ(weft_ws_recv(ws, buf, sizeof(buf), &type, weft_now() + 30 * WEFT_SEC), 2);
+  CO_CHECK(memcmp(buf, "ok", 2) == 0);
+  return NULL;
+}
+
+static void *owed_pong_main(void *arg)
+{
+  (void)arg;
+  int sv[2];
+  weft_ws *srv, *cli;
+  ws_pair(sv, &srv, &cli);
+  struct big_send b = {.ws = cli, .buf = calloc(1, BIG)};
+  CO_CHECK(b.buf != NULL);
+  weft_task *t;
+  CO_EQ(weft_spawn(&t, NULL, big_sender, &b), 0);
+  while (!atomic_load(&b.started))
+    weft_yield();
+  weft_sleep(20 * WEFT_MSEC); /* the client's big send holds its send lock */
+  CO_EQ(weft_ws_ping(srv, "p1", 2, weft_now() + 5 * WEFT_SEC), 0);
+  char buf[16];
+  int type = 0;
+  CO_EQ(weft_ws_recv(cli, buf, sizeof(buf), &type, weft_now() + 50 * WEFT_MSEC), -ETIMEDOUT);
+  weft_task *r;
+  CO_EQ(weft_spawn(&r, NULL, recv_big, srv), 0);
+  CO_EQ(weft_join(t, NULL), 0);
+  CO_EQ(weft_ws_send(cli, WEFT_WS_TEXT, "ok", 2, weft_now() + 5 * WEFT_SEC), 0);
+  CO_EQ(weft_ws_send(srv, WEFT_WS_TEXT, "done", 4, weft_now() + 5 * WEFT_SEC), 0);
+  expect_message(cli, "done"); /* pays the pong first */
+  CO_EQ(weft_join(r, NULL), 0);
+  free(b.buf);
+  weft_ws_free(srv);
+  weft_ws_free(cli);
+  io_close_pipe(sv);
+  return NULL;
+}
+
+Test(websocket, a_pong_that_cannot_go_yet_is_owed_not_fatal, .timeout = 60)
+{
+  rt_run(2, owed_pong_main, NULL);
   rt_assert_clean();
 }
