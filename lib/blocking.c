@@ -123,8 +123,10 @@ static int submit(weft__pool *p, weft__job *j)
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int saved = errno; /* pthread_create returns its error, but may leave errno set */
     int e = weft__fault_hit(WEFT__FAULT_THREAD) ? EAGAIN : pthread_create(&th, &attr, pool_thread, p);
     pthread_attr_destroy(&attr);
+    errno = saved;
     if (e == 0)
       p->threads++;
     else if (p->threads == 0) {

@@ -367,3 +367,64 @@ Test(blocking, thread_creation_failure_is_eagain, .timeout = 30)
   rt_assert_clean();
   cr_assert_eq(atomic_load(&marker_runs), 1);
 }
+
+/* Every pool thread busy, and no other can be started: the job is not
+ * refused but waits for one of them. */
+static atomic_bool hold_job_running, hold_job_release;
+
+static void *hold_job(void *arg)
+{
+  atomic_store(&hold_job_running, true);
+  while (!atomic_load(&hold_job_release))
+    usleep(1000);
+  return arg;
+}
+
+static void *holder(void *arg)
+{
+  (void)arg;
+  void *ret = NULL;
+  CO_EQ(weft_blocking(hold_job, (void *)2, &ret), 0);
+  CO_EQ((intptr_t)ret, 2);
+  return NULL;
+}
+
+static void *release_later(void *arg)
+{
+  (void)arg;
+  weft_sleep(20 * WEFT_MSEC);
+  atomic_store(&hold_job_release, true);
+  return NULL;
+}
+
+static void *busy_pool(void *arg)
+{
+  (void)arg;
+  weft_stats s;
+  CO_EQ(weft_stats_get(NULL, -1, &s), 0);
+  CO_EQ(s.pool_threads, 0);
+  weft_task *h;
+  CO_EQ(weft_spawn(&h, NULL, holder, NULL), 0);
+  while (!atomic_load(&hold_job_running))
+    weft_sleep(WEFT_MSEC);
+  CO_EQ(weft_stats_get(NULL, -1, &s), 0);
+  CO_EQ(s.pool_threads, 1); /* the premise: one thread, busy */
+  weft__fault_arm(WEFT__FAULT_THREAD, 1);
+  weft_task *r;
+  CO_EQ(weft_spawn(&r, NULL, release_later, NULL), 0); /* while we wait */
+  void *ret = NULL;
+  CO_EQ(weft_blocking(marker_job, (void *)3, &ret), 0);
+  CO_EQ((intptr_t)ret, 3);
+  CO_EQ(atomic_load(&weft__fault_countdown[WEFT__FAULT_THREAD]), 0); /* a start was refused */
+  CO_EQ(weft_join(h, NULL), 0);
+  CO_EQ(weft_join(r, NULL), 0);
+  return NULL;
+}
+
+Test(blocking, busy_pool_that_cannot_grow_queues_the_job, .timeout = 30)
+{
+  rt_run(1, busy_pool, NULL);
+  weft__fault_arm(WEFT__FAULT_THREAD, 0);
+  rt_assert_clean();
+  cr_assert_eq(atomic_load(&marker_runs), 1);
+}
