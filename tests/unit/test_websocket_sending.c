@@ -92,6 +92,20 @@ static void *big_sender(void *arg)
   return NULL;
 }
 
+/* Starts an 8 MiB send on ws that the peer does not read: it holds ws's
+ * send lock, stuck on a full socket, until the peer reads. */
+static weft_task *start_big_send(struct big_send *b, weft_ws *ws)
+{
+  *b = (struct big_send){.ws = ws, .buf = calloc(1, BIG)};
+  CO_CHECK(b->buf != NULL);
+  weft_task *t;
+  CO_EQ(weft_spawn(&t, NULL, big_sender, b), 0);
+  while (!atomic_load(&b->started))
+    weft_yield();
+  weft_sleep(20 * WEFT_MSEC);
+  return t;
+}
+
 static void *recv_close(void *arg)
 {
   char buf[16];
@@ -107,13 +121,8 @@ static void *close_fails_main(void *arg)
   int sv[2];
   weft_ws *srv, *cli;
   ws_pair(sv, &srv, &cli);
-  struct big_send b = {.ws = srv, .buf = calloc(1, BIG)};
-  CO_CHECK(b.buf != NULL);
-  weft_task *t;
-  CO_EQ(weft_spawn(&t, NULL, big_sender, &b), 0);
-  while (!atomic_load(&b.started))
-    weft_yield();
-  weft_sleep(20 * WEFT_MSEC); /* the big send holds the send lock, stuck on a full socket */
+  struct big_send b;
+  weft_task *t = start_big_send(&b, srv);
   CO_EQ(weft_ws_close(srv, 1000, NULL, weft_now() + 50 * WEFT_MSEC), -ETIMEDOUT);
   /* No close frame went out, but no message may follow the close either. */
   CO_EQ(weft_ws_send(srv, WEFT_WS_TEXT, "after", 5, weft_now() + 5 * WEFT_SEC), -EPIPE);
@@ -168,13 +177,8 @@ static void *owed_pong_main(void *arg)
   int sv[2];
   weft_ws *srv, *cli;
   ws_pair(sv, &srv, &cli);
-  struct big_send b = {.ws = cli, .buf = calloc(1, BIG)};
-  CO_CHECK(b.buf != NULL);
-  weft_task *t;
-  CO_EQ(weft_spawn(&t, NULL, big_sender, &b), 0);
-  while (!atomic_load(&b.started))
-    weft_yield();
-  weft_sleep(20 * WEFT_MSEC); /* the client's big send holds its send lock */
+  struct big_send b;
+  weft_task *t = start_big_send(&b, cli); /* holds the client's send lock */
   CO_EQ(weft_ws_ping(srv, "p1", 2, weft_now() + 5 * WEFT_SEC), 0);
   char buf[16];
   int type = 0;
