@@ -28,11 +28,17 @@ static bool reserve(weft__shard *sh, unsigned n)
 
 static void default_cqe(weft__shard *sh, weft__op *op, int res, unsigned flags)
 {
-  /* A chain reports its first failure, else the last SQE's result. */
-  if (op->res == WEFT__OP_NO_RESULT || op->res >= 0) {
+  /* A chain reports its first failure, else the last SQE's result - not a
+   * notification's: a zero-copy send posts its result (with F_MORE), then
+   * a notification once the kernel lets go of the buffer. */
+  if (!(flags & IORING_CQE_F_NOTIF) && (op->res == WEFT__OP_NO_RESULT || op->res >= 0)) {
     op->res = res;
     op->cflags = flags;
   }
+  /* With F_MORE another CQE of the same SQE follows, and until it has the
+   * kernel may still use what the SQE points to: the op is not over. */
+  if (flags & IORING_CQE_F_MORE)
+    return;
   if (--op->expect == 0)
     weft__op_finish(sh, op);
 }

@@ -262,14 +262,24 @@ int weft_uring_multishot_next(weft_uring_multishot *ms, int *res, unsigned *flag
     }
     if (ms->lost)
       return -ENOMEM;
+    bool cancelled = atomic_load_explicit(&t->cancelled, memory_order_relaxed);
     if (ms->ended)
-      return 0;
-    if (atomic_load_explicit(&t->cancelled, memory_order_relaxed)) {
+      return cancelled ? -ECANCELED : 0;
+    if (cancelled) {
+      /* The op is cancelled with the task: what it still posts is handed
+       * out (a multishot accept's descriptors must not be lost), and the
+       * op's end is -ECANCELED. So this waits, uncancellably but within
+       * the deadline: returning at once, it would leave the shard no
+       * chance to submit the cancel or reap, to a caller that keeps
+       * calling. */
       request_cancel(ms);
-      return -ECANCELED;
+      int r = wait_cqe(ms, deadline, false);
+      if (r < 0 && !ms->count && !ms->ended)
+        return r;
+      continue;
     }
     int r = wait_cqe(ms, deadline, true);
-    if (r < 0 && !ms->count)
+    if (r < 0 && r != -ECANCELED && !ms->count)
       return r;
   }
 }

@@ -651,7 +651,9 @@ Test(uring, multishot_timeout_ticks, .timeout = 30)
   rt_assert_clean();
 }
 
-/* A task blocked in next() is cancellable; end() then finishes the op. */
+/* A task blocked in next() is cancellable: the op is cancelled with it, its
+ * last CQE (the cancellation's) is handed out, then next() says
+ * -ECANCELED for its end, and keeps saying it; end() frees it. */
 static void *ms_waiter(void *arg)
 {
   int fd = *(int *)arg;
@@ -659,9 +661,14 @@ static void *ms_waiter(void *arg)
   int r = poll_begin(&ms, fd);
   if (r < 0)
     return (void *)(intptr_t)r;
+  int res = 0;
+  unsigned flags = IORING_CQE_F_MORE;
+  CO_EQ(weft_uring_multishot_next(ms, &res, &flags, WEFT_NO_DEADLINE), 1);
+  CO_EQ(res, -ECANCELED);
+  CO_CHECK(!(flags & IORING_CQE_F_MORE));
   r = weft_uring_multishot_next(ms, NULL, NULL, WEFT_NO_DEADLINE);
-  int again = weft_uring_multishot_next(ms, NULL, NULL, WEFT_NO_DEADLINE);
-  CO_EQ(again, -ECANCELED);
+  CO_EQ(r, -ECANCELED);
+  CO_EQ(weft_uring_multishot_next(ms, NULL, NULL, WEFT_NO_DEADLINE), -ECANCELED);
   CO_EQ(weft_uring_multishot_end(ms), 0);
   return (void *)(intptr_t)r;
 }
