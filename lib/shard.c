@@ -268,8 +268,9 @@ static void dispatch(weft__shard *sh, uint64_t ud, int res, unsigned flags)
     /* A wake-up we sent was refused: wake the target through its eventfd,
      * or let the next waker try again. */
     weft__shard *to = &sh->rt->shards[ud >> 3];
-    if (res < 0 && !atomic_load_explicit(&sh->rt->stopping, memory_order_relaxed) &&
-        !weft__ring_wake_by_fd(to)) {
+    /* Stopping too: the stop's own wake-ups are what the shards wait for,
+     * and every ring stays open until all shard threads have left. */
+    if (res < 0 && !weft__ring_wake_by_fd(to)) {
       atomic_store_explicit(&to->wake_pending, 0, memory_order_release);
       weft__shard_notify(to);
     }

@@ -4,9 +4,11 @@
  * the task ends it itself before it finishes, so the op does not outlive
  * the task (its CQEs would wake a freed task) and the runtime can stop
  * (an armed op used to keep weft_run and weft_runtime_stop waiting for
- * ever).
+ * ever). And a stop whose wake-up between shards the kernel refuses.
  */
 #include "rt_helpers.h"
+
+#include "fault.h"
 
 #include "weft/net.h"
 #include "weft/recv_stream.h"
@@ -173,4 +175,48 @@ Test(runtime, stop_cancels_and_frees_a_listener_nobody_closed, .timeout = 30)
   cr_assert_geq(fcntl(u.lfd, F_GETFD), 0);
   close(u.client);
   close(u.lfd);
+}
+
+/* ---- a stop whose wake-up the kernel refuses -------------------------------- */
+
+static void *sleeping_child(void *arg)
+{
+  (void)arg;
+  weft_sleep(10 * WEFT_SEC); /* until the stop cancels it */
+  return NULL;
+}
+
+static void *joining_parent(void *arg)
+{
+  (void)arg;
+  weft_task *c;
+  CO_EQ(rt_spawn(&c, WEFT_PLACE_PINNED, 1, sleeping_child, NULL), 0);
+  weft_join(c, NULL); /* -ECANCELED at the stop */
+  return NULL;
+}
+
+/* Both shards asleep, a parent on shard 0 joining a child on shard 1: the
+ * stop's cancellations make one shard wake the other through its ring,
+ * and the kernel refuses that message. The wake-up must still arrive (by
+ * the eventfd) - it was dropped while stopping, and the stop hung. */
+Test(runtime, stop_with_a_refused_wake_up_ends, .timeout = 30)
+{
+  for (int round = 0; round < 5; round++) {
+    weft_config c;
+    rt_cfg(&c, 2);
+    c.spin_ns = 0;
+    c.spin_max_ns = 0;
+    c.steal = false;
+    weft_runtime *rt = rt_start_cfg(&c);
+    weft_spawn_opts o;
+    weft_spawn_opts_init(&o);
+    o.placement = WEFT_PLACE_PINNED;
+    o.shard = 0;
+    cr_assert_eq(weft_runtime_submit(rt, &o, joining_parent, NULL, NULL), 0);
+    usleep(50000); /* both shards asleep */
+    weft__fault_arm(WEFT__FAULT_SEND, 1);
+    cr_assert_eq(weft_runtime_stop(rt), 0);
+    weft__fault_arm(WEFT__FAULT_SEND, 0);
+  }
+  rt_assert_clean();
 }
