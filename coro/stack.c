@@ -693,7 +693,7 @@ static bool cache_pop(weft__stack *st, size_t request)
   return false;
 }
 
-int weft__stack_alloc(weft__stack *st, size_t size)
+static int stack_alloc(weft__stack *st, size_t size)
 {
   if (size == 0 || size > WEFT__STACK_MAX)
     return -EINVAL;
@@ -717,7 +717,7 @@ int weft__stack_alloc(weft__stack *st, size_t size)
   return 0;
 }
 
-void weft__stack_free(weft__stack *st)
+static void stack_free(weft__stack *st)
 {
   /* ASan may have left redzones of the last coroutine's frames poisoned. */
   weft__asan_unpoison(st->base, st->size);
@@ -749,4 +749,23 @@ void weft__stack_free(weft__stack *st)
   weft__stack *v = release_buf;
   v[0] = *st;
   release_many(v, 1 + cache_take(v + 1, more));
+}
+
+/* The system calls of the two above (mmap, mprotect, madvise, munmap) set
+ * errno when they fail; a spawn, a join or an exit must not change the
+ * caller's (weft/common.h). Neither suspends: errno is the thread's
+ * throughout. */
+int weft__stack_alloc(weft__stack *st, size_t size)
+{
+  int saved = errno;
+  int r = stack_alloc(st, size);
+  errno = saved;
+  return r;
+}
+
+void weft__stack_free(weft__stack *st)
+{
+  int saved = errno;
+  stack_free(st);
+  errno = saved;
 }

@@ -85,8 +85,11 @@ typedef struct weft_config {
    * tasks (1 when the queue is just past the threshold). A round that takes
    * nothing makes the shard skip the next steal_backoff_min << (failures - 1)
    * rounds, at most steal_backoff_max. At most `steal_budget` tasks are
-   * taken per loop pass. When a shard queues stealable work while another
-   * sleeps, it wakes one (coalesced).
+   * taken per loop pass. When a shard's stealable queue grows long enough
+   * to pass a thief's gate (2 + steal_locality_margin tasks) while another
+   * shard sleeps, it wakes one (coalesced); a shorter queue wakes nobody -
+   * it waits for its owner, or for a shard that is awake anyway (the stuck
+   * rule below is a spinning thief's).
    *
    * Beyond the seed: a queue too short for the gate is taken anyway (up to
    * steal_batch tasks) once it has not moved for `steal_stuck_ns` - its owner is

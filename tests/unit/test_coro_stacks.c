@@ -13,6 +13,8 @@
  */
 #include "coro_test.h"
 
+#include <sys/resource.h>
+
 #if defined(__SANITIZE_ADDRESS__)
 #  define UNDER_ASAN 1
 #elif defined(__has_feature)
@@ -484,4 +486,37 @@ Test(coro, mmap_failure_enomem_slab, .timeout = 30)
   weft__stack_get_counters(&c1);
   cr_assert_eq(c1.slab_live, c0.slab_live);
   weft__stack_set_guard_budget(-1);
+}
+
+static void *noop_body(void *arg)
+{
+  return arg;
+}
+
+/* No memory for a stack, for real (the address space is capped): the
+ * create fails with -ENOMEM from the kernel's refusal - which sets errno -
+ * and errno is still the caller's (weft/common.h). Not under ASan, whose
+ * own mappings the cap would refuse too. */
+Test(coro, real_enomem_for_a_stack_leaves_errno, .timeout = 30)
+{
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  cr_skip_test("the address space cap would starve the sanitizer");
+#else
+  struct rlimit lim = {.rlim_cur = (rlim_t)8 << 30, .rlim_max = RLIM_INFINITY};
+  cr_assert_eq(setrlimit(RLIMIT_AS, &lim), 0);
+  weft__coro *co = NULL;
+  weft__coro_opts o = {.fn = noop_body, .stack_size = WEFT__STACK_MAX};
+  errno = 4242;
+  int r = 0;
+  /* Enough of them to exhaust 8 GiB, whatever is mapped already. */
+  weft__coro *made[16];
+  int n = 0;
+  while (n < 16 && (r = weft__coro_create(&co, &o)) == 0)
+    made[n++] = co;
+  cr_assert_eq(r, -ENOMEM);
+  cr_assert_eq(errno, 4242);
+  while (n > 0)
+    weft__coro_destroy(made[--n]);
+  cr_assert_eq(errno, 4242);
+#endif
 }
