@@ -167,11 +167,29 @@ HOOK ssize_t read(int fd, void *buf, size_t n)
   return libc_result(weft_read(fd, buf, n));
 }
 
+/* A blocking write(2), send(2) or writev(2) returns once all of it is
+ * written (a signal may stop it part-way); io_uring's transfer returns what
+ * fit. So these go on until all of it is written, and an error after part
+ * of it went out reports the part, as an interrupted write(2) does (the
+ * next call then meets the error). */
+static ssize_t part_or_error(size_t done, ssize_t r)
+{
+  return done ? (ssize_t)done : libc_result(r);
+}
+
 HOOK ssize_t write(int fd, const void *buf, size_t n)
 {
   if (!in_coroutine() || never_waits(fd, 0))
     return CALL_NEXT(write, fd, buf, n);
-  return libc_result(weft_write(fd, buf, n));
+  size_t done = 0;
+  for (;;) {
+    ssize_t r = weft_write(fd, (const char *)buf + done, n - done);
+    if (r < 0)
+      return part_or_error(done, r);
+    done += (size_t)r;
+    if (done == n || r == 0)
+      return (ssize_t)done;
+  }
 }
 
 HOOK ssize_t readv(int fd, const struct iovec *iov, int cnt)
@@ -185,7 +203,29 @@ HOOK ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
   if (!in_coroutine() || never_waits(fd, 0))
     return CALL_NEXT(writev, fd, iov, cnt);
-  return libc_result(weft_writev(fd, iov, cnt));
+  ssize_t r = weft_writev(fd, iov, cnt);
+  if (r < 0)
+    return libc_result(r);
+  /* The rest, piece by piece, after a partial write. */
+  size_t done = (size_t)r, skip = done;
+  for (int i = 0; i < cnt; i++) {
+    if (skip >= iov[i].iov_len) {
+      skip -= iov[i].iov_len;
+      continue;
+    }
+    const char *p = (const char *)iov[i].iov_base + skip;
+    size_t len = iov[i].iov_len - skip;
+    skip = 0;
+    while (len) {
+      ssize_t w = weft_write(fd, p, len);
+      if (w <= 0)
+        return w < 0 ? part_or_error(done, w) : (ssize_t)done;
+      p += w;
+      len -= (size_t)w;
+      done += (size_t)w;
+    }
+  }
+  return (ssize_t)done;
 }
 
 /* ---- sockets ------------------------------------------------------------------------ */
@@ -201,7 +241,15 @@ HOOK ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
   if (!in_coroutine() || never_waits(fd, flags))
     return CALL_NEXT(send, fd, buf, n, flags);
-  return libc_result(weft_send(fd, buf, n, flags));
+  size_t done = 0; /* a datagram goes whole or not at all: one round */
+  for (;;) {
+    ssize_t r = weft_send(fd, (const char *)buf + done, n - done, flags);
+    if (r < 0)
+      return part_or_error(done, r);
+    done += (size_t)r;
+    if (done == n || r == 0)
+      return (ssize_t)done;
+  }
 }
 
 HOOK ssize_t recvfrom(int fd, void *buf, size_t n, int flags, __SOCKADDR_ARG addr,
@@ -220,11 +268,35 @@ HOOK ssize_t sendto(int fd, const void *buf, size_t n, int flags, __CONST_SOCKAD
   return libc_result(weft_sendto(fd, buf, n, flags, SA(addr), len));
 }
 
+/* weft_recvmsg always makes received descriptors close-on-exec; recvmsg(2)
+ * does only with MSG_CMSG_CLOEXEC. */
+static void descriptors_as_asked(struct msghdr *msg, int flags)
+{
+  if (flags & MSG_CMSG_CLOEXEC)
+    return;
+  for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+      continue;
+    size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < n; i++) {
+      int fd;
+      memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
+      fcntl(fd, F_SETFD, 0);
+    }
+  }
+}
+
 HOOK ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
   if (!in_coroutine() || never_waits(fd, flags))
     return CALL_NEXT(recvmsg, fd, msg, flags);
-  return libc_result(weft_recvmsg(fd, msg, flags));
+  ssize_t r = weft_recvmsg(fd, msg, flags);
+  if (r >= 0) {
+    int saved = errno;
+    descriptors_as_asked(msg, flags);
+    errno = saved;
+  }
+  return libc_result(r);
 }
 
 HOOK ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
@@ -334,9 +406,15 @@ static int poll_nothing(int64_t deadline)
   }
 }
 
-/* One descriptor: one weft_poll. A bad one is POLLNVAL, as poll(2) says it. */
+/* One descriptor: one weft_poll. A bad one is POLLNVAL, as poll(2) says it.
+ * With no time left (a timeout of 0), poll(2) itself answers: weft_poll
+ * with a passed deadline would not even ask. */
 static int poll_one(struct pollfd *p, int64_t deadline)
 {
+  if (deadline >= 0 && deadline <= weft_now()) {
+    int n = (int)CALL_NEXT(poll, p, 1, 0);
+    return n < 0 ? -errno : n;
+  }
   int r = wait_ready(p->fd, p->events, deadline);
   if (r == -EBADF) {
     p->revents = POLLNVAL;
@@ -364,8 +442,14 @@ static int poll_many(struct pollfd *fds, nfds_t n, int64_t deadline)
       continue;
     struct epoll_event ev = {.events = (uint32_t)(unsigned short)fds[i].events};
     /* Refused (EPERM: a regular file, always ready) or gone (EBADF): the
-     * next poll(2) reports it; a descriptor listed twice is already in. */
-    epoll_ctl(ep, EPOLL_CTL_ADD, fds[i].fd, &ev);
+     * next poll(2) reports it. A descriptor listed twice waits for the
+     * events of every entry. */
+    if (epoll_ctl(ep, EPOLL_CTL_ADD, fds[i].fd, &ev) < 0 && errno == EEXIST) {
+      for (nfds_t k = 0; k < i; k++)
+        if (fds[k].fd == fds[i].fd)
+          ev.events |= (uint32_t)(unsigned short)fds[k].events;
+      epoll_ctl(ep, EPOLL_CTL_MOD, fds[i].fd, &ev);
+    }
   }
   for (;;) {
     r = wait_ready(ep, POLLIN, deadline);
@@ -470,8 +554,11 @@ HOOK int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv
   if (!in_coroutine())
     return (int)CALL_NEXT(select, nfds, rd, wr, ex, tv);
   struct timespec ts = {0, 0};
-  if (tv) /* a tv_usec of a second or more is invalid, as it is to select(2) */
-    ts = (struct timespec){tv->tv_sec, tv->tv_usec < 1000000 ? tv->tv_usec * 1000 : -1};
+  if (tv) /* Linux takes a tv_usec of a second or more: whole seconds of it */
+    ts = (struct timespec){tv->tv_usec < 0                                   ? -1
+                           : tv->tv_sec > (time_t)(INT64_MAX / WEFT_SEC) ? tv->tv_sec
+                                                                         : tv->tv_sec + tv->tv_usec / 1000000,
+                           tv->tv_usec < 0 ? 0 : tv->tv_usec % 1000000 * 1000};
   if (nfds < 0 || nfds > FD_SETSIZE || (tv && !timespec_valid(&ts))) {
     errno = EINVAL;
     return -1;

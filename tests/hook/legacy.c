@@ -172,3 +172,43 @@ unsigned legacy_sleep(unsigned s)
 {
   return sleep(s);
 }
+
+ssize_t legacy_write(int fd, const char *buf, size_t n)
+{
+  ssize_t r = write(fd, buf, n);
+  return r < 0 ? -errno : r;
+}
+
+ssize_t legacy_send(int fd, const char *buf, size_t n)
+{
+  ssize_t r = send(fd, buf, n, 0);
+  return r < 0 ? -errno : r;
+}
+
+ssize_t legacy_writev(int fd, const char *buf, size_t n)
+{
+  struct iovec iov[2] = {{(void *)buf, n / 2}, {(void *)(buf + n / 2), n - n / 2}};
+  ssize_t r = writev(fd, iov, 2);
+  return r < 0 ? -errno : r;
+}
+
+int legacy_recv_fd(int sock, int flags)
+{
+  char byte;
+  struct iovec iov = {&byte, 1};
+  union {
+    char buf[CMSG_SPACE(sizeof(int))];
+    struct cmsghdr align;
+  } u;
+  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                     .msg_controllen = sizeof(u.buf)};
+  if (recvmsg(sock, &m, flags) < 0)
+    return -errno;
+  struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+  if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+    return -ENOMSG;
+  int fd;
+  memcpy(&fd, CMSG_DATA(c), sizeof(fd));
+  return fd;
+}
+

@@ -1,0 +1,206 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Suite "hook", continued: where the hooked call must give exactly what
+ * libc gives. A poll (or ppoll, select) with no time to wait answers
+ * "ready now?" as poll(2) does; a blocking write, send or writev returns
+ * once all of it is written; recvmsg makes received descriptors
+ * close-on-exec only when asked; select takes a tv_usec of a second or
+ * more, as Linux does; a poll listing a descriptor twice waits for the
+ * events of both entries.
+ */
+#include "io_helpers.h"
+#include "legacy.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+
+/* ---- no time to wait -------------------------------------------------------------------- */
+
+static void *zero_timeouts_main(void *arg)
+{
+  (void)arg;
+  int p[2];
+  CO_EQ(pipe2(p, O_CLOEXEC), 0);
+  CO_EQ(write(p[1], "x", 1), 1);
+  struct pollfd pf = {.fd = p[0], .events = POLLIN};
+  CO_EQ(legacy_poll(&pf, 1, 0), 1);
+  CO_EQ(pf.revents, POLLIN);
+  struct timespec zero = {0, 0};
+  pf.revents = 0;
+  CO_EQ(legacy_ppoll(&pf, 1, &zero), 1);
+  CO_EQ(pf.revents, POLLIN);
+  fd_set rd;
+  FD_ZERO(&rd);
+  FD_SET(p[0], &rd);
+  struct timeval tv = {0, 0};
+  CO_EQ(legacy_select(p[0] + 1, &rd, NULL, NULL, &tv), 1);
+  CO_CHECK(FD_ISSET(p[0], &rd));
+  /* Nothing there: 0 at once. */
+  char c;
+  CO_EQ(read(p[0], &c, 1), 1);
+  pf.revents = 0;
+  CO_EQ(legacy_poll(&pf, 1, 0), 0);
+  /* A closed descriptor: POLLNVAL, as poll(2) says it. */
+  int dead = p[0];
+  close(p[0]);
+  pf = (struct pollfd){.fd = dead, .events = POLLIN};
+  CO_EQ(legacy_poll(&pf, 1, 0), 1);
+  CO_EQ(pf.revents, POLLNVAL);
+  close(p[1]);
+  return NULL;
+}
+
+Test(hook, a_poll_with_no_time_to_wait_answers_as_libc, .timeout = 30)
+{
+  rt_run(1, zero_timeouts_main, NULL);
+  rt_assert_clean();
+}
+
+/* ---- blocking writes write everything ----------------------------------------------------- */
+
+#define BIG_WRITE ((size_t)1 << 20)
+
+struct slow_reader {
+  int fd;
+  size_t got;
+};
+
+/* A plain thread reading in small pieces with pauses: the writer fills the
+ * socket buffer again and again. */
+static void *slow_reader(void *arg)
+{
+  struct slow_reader *s = arg;
+  char buf[16384];
+  ssize_t n;
+  while ((n = read(s->fd, buf, sizeof(buf))) > 0) {
+    s->got += (size_t)n;
+    usleep(200);
+  }
+  return NULL;
+}
+
+static void *big_writes_main(void *arg)
+{
+  (void)arg;
+  char *buf = calloc(1, BIG_WRITE);
+  CO_CHECK(buf != NULL);
+  for (int way = 0; way < 3; way++) {
+    int sv[2];
+    CO_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    struct slow_reader s = {.fd = sv[1]};
+    pthread_t th;
+    CO_EQ(pthread_create(&th, NULL, slow_reader, &s), 0);
+    ssize_t r = way == 0   ? legacy_write(sv[0], buf, BIG_WRITE)
+                : way == 1 ? legacy_send(sv[0], buf, BIG_WRITE)
+                           : legacy_writev(sv[0], buf, BIG_WRITE);
+    CO_EQ(r, (ssize_t)BIG_WRITE);
+    close(sv[0]);
+    pthread_join(th, NULL);
+    CO_EQ(s.got, BIG_WRITE);
+    close(sv[1]);
+  }
+  free(buf);
+  return NULL;
+}
+
+Test(hook, blocking_writes_return_once_everything_is_written, .timeout = 60)
+{
+  rt_run(1, big_writes_main, NULL);
+  rt_assert_clean();
+}
+
+/* ---- descriptors received ------------------------------------------------------------------- */
+
+static void send_fd(int sock, int fd)
+{
+  char byte = 'f';
+  struct iovec iov = {&byte, 1};
+  union {
+    char buf[CMSG_SPACE(sizeof(int))];
+    struct cmsghdr align;
+  } u;
+  memset(&u, 0, sizeof(u));
+  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                     .msg_controllen = sizeof(u.buf)};
+  struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(c), &fd, sizeof(fd));
+  CO_EQ(sendmsg(sock, &m, 0), 1);
+}
+
+static void *recv_fd_main(void *arg)
+{
+  (void)arg;
+  int sv[2], p[2];
+  CO_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  CO_EQ(pipe2(p, O_CLOEXEC), 0);
+  for (int ask = 0; ask < 2; ask++) {
+    send_fd(sv[1], p[0]);
+    int fd = legacy_recv_fd(sv[0], ask ? MSG_CMSG_CLOEXEC : 0);
+    CO_CHECK(fd >= 0);
+    CO_EQ(fcntl(fd, F_GETFD) & FD_CLOEXEC, ask ? FD_CLOEXEC : 0);
+    close(fd);
+  }
+  close(p[0]);
+  close(p[1]);
+  close(sv[0]);
+  close(sv[1]);
+  return NULL;
+}
+
+Test(hook, recvmsg_makes_descriptors_close_on_exec_only_when_asked, .timeout = 30)
+{
+  rt_run(1, recv_fd_main, NULL);
+  rt_assert_clean();
+}
+
+/* ---- select's tv_usec, poll's twice-listed descriptor ------------------------------------ */
+
+struct late_writer {
+  int fd;
+};
+
+static void *write_late(void *arg)
+{
+  struct late_writer *w = arg;
+  usleep(50000);
+  if (write(w->fd, "x", 1) != 1)
+    abort();
+  return NULL;
+}
+
+static void *select_poll_main(void *arg)
+{
+  (void)arg;
+  int p[2];
+  CO_EQ(pipe2(p, O_CLOEXEC), 0);
+  CO_EQ(write(p[1], "x", 1), 1);
+  fd_set rd;
+  FD_ZERO(&rd);
+  FD_SET(p[0], &rd);
+  struct timeval tv = {0, 1500000}; /* 1.5 s in microseconds: Linux takes it */
+  CO_EQ(legacy_select(p[0] + 1, &rd, NULL, NULL, &tv), 1);
+  char c;
+  CO_EQ(read(p[0], &c, 1), 1);
+  /* The same descriptor twice, the event it gets in the second entry. */
+  struct pollfd two[2] = {{.fd = p[0], .events = POLLPRI}, {.fd = p[0], .events = POLLIN}};
+  struct late_writer w = {.fd = p[1]};
+  pthread_t th;
+  CO_EQ(pthread_create(&th, NULL, write_late, &w), 0);
+  CO_EQ(legacy_poll(two, 2, -1), 1); /* waits for the write: for ever if not for POLLIN */
+  CO_EQ(two[1].revents, POLLIN);
+  pthread_join(th, NULL);
+  close(p[0]);
+  close(p[1]);
+  return NULL;
+}
+
+Test(hook, select_takes_long_tv_usec_and_poll_waits_for_every_entry, .timeout = 30)
+{
+  rt_run(1, select_poll_main, NULL);
+  rt_assert_clean();
+}
