@@ -284,3 +284,33 @@ Test(time, interval_and_timer_invalid_arguments, .timeout = 30)
   cr_assert_null(tm);
   weft_timer_destroy(NULL);
 }
+
+/* Periods as long as int64_t allows: the next tick saturates at INT64_MAX
+ * (never) instead of wrapping to the past, where every wait returned at
+ * once. */
+static void *huge_period_main(void *arg)
+{
+  (void)arg;
+  for (int missed = WEFT_MISSED_BURST; missed <= WEFT_MISSED_SKIP; missed++) {
+    weft_interval *iv;
+    CO_EQ(weft_interval_create(&iv, INT64_MAX, 0, missed), 0);
+    CO_EQ(weft_interval_deadline(iv), INT64_MAX);
+    int64_t saved = weft_deadline_push(weft_now() + 20 * WEFT_MSEC);
+    CO_EQ(weft_interval_next(iv), -ETIMEDOUT); /* the scope ends the wait */
+    weft_deadline_pop(saved);
+    CO_EQ(weft_interval_reset(iv, 0), 0);
+    CO_EQ(weft_interval_deadline(iv), INT64_MAX);
+    /* A tick now, the next one a huge period later: still not in the past. */
+    CO_EQ(weft_interval_reset(iv, weft_now()), 0);
+    CO_EQ(weft_interval_next(iv), 0);
+    CO_EQ(weft_interval_deadline(iv), INT64_MAX);
+    weft_interval_destroy(iv);
+  }
+  return NULL;
+}
+
+Test(time, interval_with_a_huge_period_never_ticks_again, .timeout = 30)
+{
+  rt_run(1, huge_period_main, NULL);
+  rt_assert_clean();
+}
