@@ -33,9 +33,11 @@ extern "C" {
 #endif
 
 enum weft_placement {
-  WEFT_PLACE_STEALABLE = 0,      /* default: may run on any shard; starts on the
-                                    spawning shard (round-robin from a plain thread) */
-  WEFT_PLACE_STEALABLE_PREFERRED,/* may run on any shard; starts on opts.shard */
+  WEFT_PLACE_STEALABLE = 0,      /* default: may run on any shard; starts on
+                                    opts.shard, or with -1 on the spawning shard
+                                    (round-robin from a plain thread) */
+  WEFT_PLACE_STEALABLE_PREFERRED,/* the same (the seed's name for a stealable task
+                                    given the shard it starts on) */
   WEFT_PLACE_PINNED,             /* runs on opts.shard (-1: the spawning shard), never moves */
   WEFT_PLACE_ROUND_ROBIN,        /* next shard in turn, never moves */
   WEFT_PLACE_STICKY,             /* shard chosen by hashing opts.key: the same key
@@ -44,7 +46,9 @@ enum weft_placement {
 
 struct weft_spawn_opts {
   int placement;        /* enum weft_placement */
-  int shard;            /* for PINNED and STEALABLE_PREFERRED; -1 = spawning shard */
+  int shard;            /* for PINNED and both STEALABLE placements; -1 = spawning
+                           shard. Whatever the placement, -1 or a shard of the
+                           runtime (else -EINVAL) */
   uint64_t key;         /* for STICKY */
   size_t stack_size;    /* 0 = the runtime's default */
   const char *name;     /* copied (up to 31 bytes); shown by weft_dump(); NULL = none */
