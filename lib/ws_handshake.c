@@ -316,10 +316,13 @@ static int read_head(weft_ws *ws, struct head *h, bool request)
     if (r < 0)
       return r;
     const char *keyname = request ? "Sec-WebSocket-Key" : "Sec-WebSocket-Accept";
+    /* Lines of a list header repeated mean the same as one line with
+     * their values joined by commas (RFC 7230 3.2.2): a proxy's added
+     * "Connection: keep-alive" must not hide the "Upgrade" before it. */
     if (strcasecmp(line, "Upgrade") == 0)
-      h->upgrade = has_token(v, "websocket");
+      h->upgrade |= has_token(v, "websocket");
     else if (strcasecmp(line, "Connection") == 0)
-      h->connection = has_token(v, "upgrade");
+      h->connection |= has_token(v, "upgrade");
     else if (strcasecmp(line, keyname) == 0 && strlen(v) < sizeof(h->key))
       snprintf(h->key, sizeof(h->key), "%s", v);
     else if (request && strcasecmp(line, "Sec-WebSocket-Version") == 0 &&
@@ -466,16 +469,35 @@ static int answer_upgrade(weft_ws *ws, const char *key, const weft_ws_opts *o, i
   return send_text(ws, resp, deadline);
 }
 
+/* "GET <target> HTTP/1.1", single spaces, nothing after (RFC 7230 3.1.1):
+ * true with the target (starting with '/') in target[WS_PATH_MAX]. A
+ * target that does not fit is refused, not cut short. */
+static bool request_line(const char *line, char target[WS_PATH_MAX])
+{
+  static const char get[] = "GET ", version[] = " HTTP/1.1";
+  size_t n = strlen(line), vlen = sizeof(version) - 1;
+  if (strncmp(line, get, sizeof(get) - 1) != 0 || n < sizeof(get) - 1 + vlen ||
+      strcmp(line + n - vlen, version) != 0)
+    return false;
+  const char *t = line + sizeof(get) - 1;
+  size_t tlen = n - (sizeof(get) - 1) - vlen;
+  if (tlen == 0 || tlen >= WS_PATH_MAX || t[0] != '/' || memchr(t, ' ', tlen) ||
+      memchr(t, '\t', tlen))
+    return false;
+  memcpy(target, t, tlen);
+  target[tlen] = '\0';
+  return true;
+}
+
 static int accept_request(weft_ws *ws, const weft_ws_opts *o, int64_t deadline)
 {
   struct head *h = weft__calloc(1, sizeof(*h));
   if (!h)
     return -ENOMEM;
   int r = read_head(ws, h, true);
-  char method[8], target[WS_PATH_MAX], version[16];
-  if (r == 0 && (sscanf(h->first, "%7s %2047s %15s", method, target, version) != 3 ||
-                 strcmp(method, "GET") != 0 || strcmp(version, "HTTP/1.1") != 0 ||
-                 target[0] != '/' || !h->upgrade || !h->connection || !key_valid(h->key)))
+  char target[WS_PATH_MAX];
+  if (r == 0 && (!request_line(h->first, target) || !h->upgrade || !h->connection ||
+                 !key_valid(h->key)))
     r = -EPROTO;
   if (r == 0 && strcmp(h->version, "13") != 0) {
     send_text(ws, "HTTP/1.1 426 Upgrade Required\r\nSec-WebSocket-Version: 13\r\n"

@@ -63,7 +63,9 @@ enum {
 /* Server side: reads the client's HTTP upgrade request from fd and answers
  * it. On success *out is the connection and weft_ws_path() the request's
  * path. A request that is not a valid WebSocket upgrade (not GET, not
- * HTTP/1.1, missing Upgrade/Connection/Sec-WebSocket-Key, headers over 8 KiB)
+ * HTTP/1.1, a request line not "GET <target> HTTP/1.1" exactly, a target of
+ * 2048 bytes or more, missing Upgrade/Connection/Sec-WebSocket-Key -
+ * repeated lines of those two count together - or headers over 8 KiB)
  * is answered 400 - or 426 with the version weft speaks, for a
  * Sec-WebSocket-Version other than 13 - and the call returns -EPROTO.
  * Also -EINVAL (out NULL, fd < 0), -ENOMEM, -ETIMEDOUT, -ECANCELED, the

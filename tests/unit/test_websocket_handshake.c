@@ -4,8 +4,9 @@
  * subprotocol a server chooses (the client's first offer it speaks), what a
  * client accepts in the answer (only a subprotocol it offered, once; no
  * extension), extra request headers and the peer's headers as read back,
- * a server's check refusing a request with the status it returns, and the
- * options refused before anything is written.
+ * a server's check refusing a request with the status it returns, the
+ * options refused before anything is written, Connection lines repeated
+ * (they count together), and request lines parsed exactly.
  */
 #include "ws_test.h"
 
@@ -376,5 +377,63 @@ static void *refused_main(void *arg)
 Test(websocket, handshake_options_refused_before_writing, .timeout = 30)
 {
   rt_run(1, refused_main, NULL);
+  rt_assert_clean();
+}
+
+/* ---- list headers over several lines, the request line exactly -------------------------- */
+
+static void *request_lines_main(void *arg)
+{
+  (void)arg;
+  int sv[2], r;
+  char head[2048];
+  /* A proxy's own Connection line after the client's: both count. */
+  pair(sv);
+  weft_ws *ws = server_answers(sv,
+                               "GET /a HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\n"
+                               "Connection: Upgrade\r\nConnection: keep-alive\r\n"
+                               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                               "Sec-WebSocket-Version: 13\r\n\r\n",
+                               NULL, &r, head, sizeof(head));
+  CO_EQ(r, 0);
+  CO_CHECK(strncmp(head, "HTTP/1.1 101 ", 13) == 0);
+  weft_ws_free(ws);
+  io_close_pipe(sv);
+  /* The client likewise, for the server's answer. */
+  pair(sv);
+  ws = client_gets(sv, NULL, "Connection: keep-alive\r\n", &r, head, sizeof(head));
+  CO_EQ(r, 0);
+  weft_ws_free(ws);
+  io_close_pipe(sv);
+  /* Targets: the longest that fits is taken whole; one byte more, and
+   * anything after the version, are refused (400), not cut short. */
+  static char req[4096];
+  for (int extra = 0; extra < 3; extra++) {
+    size_t tlen = extra == 2 ? 10 : WS_PATH_MAX - 1 + (size_t)extra;
+    char *p = req;
+    p += sprintf(p, "GET /");
+    memset(p, 'a', tlen - 1);
+    p += tlen - 1;
+    p += sprintf(p, extra == 2 ? " HTTP/1.1 junk\r\n" : " HTTP/1.1\r\n");
+    sprintf(p, "Host: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n");
+    pair(sv);
+    ws = server_answers(sv, req, NULL, &r, head, sizeof(head));
+    if (extra == 0) {
+      CO_EQ(r, 0);
+      CO_EQ(strlen(weft_ws_path(ws)), WS_PATH_MAX - 1);
+      weft_ws_free(ws);
+    } else {
+      CO_EQ(r, -EPROTO);
+      CO_CHECK(strncmp(head, "HTTP/1.1 400 ", 13) == 0);
+    }
+    io_close_pipe(sv);
+  }
+  return NULL;
+}
+
+Test(websocket, list_headers_over_lines_and_exact_request_lines, .timeout = 30)
+{
+  rt_run(1, request_lines_main, NULL);
   rt_assert_clean();
 }
