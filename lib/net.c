@@ -334,11 +334,16 @@ static bool ring_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags
     int r = ring_accept_once(ring, fd, addr, len, flags, deadline);
     /* An O_NONBLOCK listener with nothing queued: wait, as io_uring does
      * in a coroutine. */
-    if (r == -EAGAIN && (r = weft__poll_ready(fd, POLLIN, deadline)) == 0 &&
-        weft__thread_ring(&ring) == 0)
-      continue;
-    *res = r;
-    return true;
+    if (r == -EAGAIN)
+      r = weft__poll_ready(fd, POLLIN, deadline);
+    if (r != 0) {
+      *res = r;
+      return true;
+    }
+    /* Ready: again, on the ring - which a refused submission may have
+     * dropped, and which may not come back (the caller polls then). */
+    if (weft__thread_ring(&ring) < 0)
+      return false;
   }
 }
 
@@ -461,12 +466,15 @@ static int plain_connect(int fd, const struct sockaddr *addr, socklen_t len, int
       goto out;
     }
   }
-  r = connect(fd, addr, len);
-  if (r < 0) {
-    r = -errno;
-    if (r == -EINPROGRESS || r == -EINTR)
-      r = finish_connect(fd, deadline);
-  }
+  bool unix_socket = addr && len >= sizeof(sa_family_t) && addr->sa_family == AF_UNIX;
+  do {
+    r = connect(fd, addr, len) < 0 ? -errno : 0;
+    /* An interrupted AF_UNIX connect is abandoned (the socket stays
+     * unconnected, and poll(2) would call it writable): ask again. An
+     * interrupted TCP one goes on in the background. */
+  } while (r == -EINTR && unix_socket);
+  if (r == -EINPROGRESS || r == -EINTR)
+    r = finish_connect(fd, deadline);
   if (fl >= 0 && !(fl & O_NONBLOCK))
     fcntl(fd, F_SETFL, fl);
 out:

@@ -306,6 +306,61 @@ Test(net, unix_connect_waits_for_backlog_room, .timeout = 30, .init = mk_tmpdir,
   rt_assert_clean();
 }
 
+/* A plain thread's connect without deadline to a full Unix backlog, hit by
+ * a signal (handled, no SA_RESTART) while it waits: an interrupted AF_UNIX
+ * connect is abandoned, so it must be asked again - it returned 0 with the
+ * socket unconnected. It completes once a thread accepts. */
+static void on_usr1(int sig)
+{
+  (void)sig;
+}
+
+struct poke {
+  pthread_t target;
+  int l;
+};
+
+static void *poke_then_accept(void *arg)
+{
+  struct poke *p = arg;
+  usleep(50000);
+  pthread_kill(p->target, SIGUSR1); /* while the connect waits */
+  usleep(50000);
+  return (void *)(intptr_t)accept4(p->l, NULL, NULL, SOCK_CLOEXEC);
+}
+
+Test(net, unix_connect_interrupted_by_a_signal_asks_again, .timeout = 30, .init = mk_tmpdir,
+     .fini = rm_tmpdir)
+{
+  struct sigaction sa_usr1 = {.sa_handler = on_usr1}, old;
+  sigemptyset(&sa_usr1.sa_mask);
+  cr_assert_eq(sigaction(SIGUSR1, &sa_usr1, &old), 0);
+  char p[PATH_MAX];
+  snprintf(p, sizeof(p), "%s/intr", tmpdir);
+  int l = weft_unix_listen(p, SOCK_STREAM, 0);
+  cr_assert_geq(l, 0);
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  snprintf(sa.sun_path, sizeof(sa.sun_path), "%.*s", (int)sizeof(sa.sun_path) - 1, p);
+  int first = weft_socket(AF_UNIX, SOCK_STREAM, 0);
+  cr_assert_eq(weft_connect(first, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  struct poke pk = {.target = pthread_self(), .l = l};
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, poke_then_accept, &pk), 0);
+  int c = weft_socket(AF_UNIX, SOCK_STREAM, 0);
+  cr_assert_eq(weft_connect(c, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  struct sockaddr_un peer;
+  socklen_t plen = sizeof(peer);
+  cr_assert_eq(getpeername(c, (struct sockaddr *)&peer, &plen), 0, "connected in name only");
+  void *accepted;
+  pthread_join(th, &accepted);
+  cr_assert_geq((intptr_t)accepted, 0);
+  close((int)(intptr_t)accepted);
+  close(c);
+  close(first);
+  close(l);
+  sigaction(SIGUSR1, &old, NULL);
+}
+
 /* ---- shutdown, addresses, options ----------------------------------------------- */
 
 static void *shutdown_body(void *arg)
