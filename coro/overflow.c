@@ -109,8 +109,13 @@ static void on_segv(int sig, siginfo_t *si, void *uctx)
     return;
   }
   /* Default action: reinstall it and return; the faulting instruction runs
-   * again and the kernel delivers the signal with the default action. */
+   * again and the kernel delivers the signal with the default action. A
+   * signal sent by kill(2) or raise(3) (si_code <= 0) has no instruction
+   * to run again: it is raised anew, or the process would carry on - with
+   * this handler gone. */
   signal(sig, SIG_DFL);
+  if (si && si->si_code <= 0)
+    raise(sig);
   errno = saved;
 }
 

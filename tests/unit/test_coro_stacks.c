@@ -520,3 +520,24 @@ Test(coro, real_enomem_for_a_stack_leaves_errno, .timeout = 30)
   cr_assert_eq(errno, 4242);
 #endif
 }
+
+/* A SIGSEGV sent with kill(2) is not a fault of ours and has no faulting
+ * instruction to run again: with no handler before ours, the process must
+ * die of it - it carried on, with the overflow handler gone. */
+Test(coro, a_sigsegv_sent_by_kill_still_kills, .timeout = 30)
+{
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    signal(SIGSEGV, SIG_DFL);
+    if (weft__coro_thread_init() != 0) /* installs the handler, as a shard does */
+      _exit(3);
+    kill(getpid(), SIGSEGV);
+    usleep(200000);
+    _exit(0); /* survived */
+  }
+  int status;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "the child %s",
+            WIFEXITED(status) ? "survived" : "died of another signal");
+}
