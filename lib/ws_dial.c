@@ -44,8 +44,11 @@ static int parse_url(const char *url, struct ws_url *u)
   size_t alen = strcspn(auth, "/?#");
   const char *rest = auth + alen;
   /* No user info (RFC 6455 3 has none) and no fragment (3: MUST NOT). */
-  if (memchr(auth, '@', alen) || strchr(rest, '#') || strpbrk(url, " \t\r\n"))
+  if (memchr(auth, '@', alen) || strchr(rest, '#'))
     return -EINVAL;
+  for (const char *c = url; *c; c++) /* blanks and control characters */
+    if ((unsigned char)*c <= ' ' || (unsigned char)*c == 0x7f)
+      return -EINVAL;
   const char *host = auth, *port = NULL;
   size_t hlen;
   if (alen && auth[0] == '[') { /* an IPv6 literal */
@@ -54,6 +57,9 @@ static int parse_url(const char *url, struct ws_url *u)
       return -EINVAL;
     host = auth + 1;
     hlen = (size_t)(close - host);
+    /* Brackets hold an IPv6 address (RFC 3986 3.2.2): it has a colon. */
+    if (!memchr(host, ':', hlen))
+      return -EINVAL;
     if (close + 1 < rest) {
       if (close[1] != ':')
         return -EINVAL;

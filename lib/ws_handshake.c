@@ -304,7 +304,10 @@ static int read_head(weft_ws *ws, struct head *h, bool request)
     if (n == 0)
       return 0;
     char *colon = strchr(line, ':');
-    if (!colon || colon == line)
+    /* No name, a folded line (obs-fold) or blanks before the colon: RFC
+     * 7230 3.2.4 has a server refuse them (400), a client too. */
+    if (!colon || colon == line || line[0] == ' ' || line[0] == '\t' || colon[-1] == ' ' ||
+        colon[-1] == '\t')
       return -EPROTO;
     *colon = '\0';
     char *v = colon + 1;
@@ -538,9 +541,14 @@ int weft_ws_accept(weft_ws **out, int fd, int64_t deadline)
 
 /* ---- client ------------------------------------------------------------------------------ */
 
-static bool header_safe(const char *s)
+/* A request target or Host value: visible ASCII only - a blank or a
+ * control character would break the request line or the header. */
+static bool token_safe(const char *s)
 {
-  return !strpbrk(s, "\r\n");
+  for (; *s; s++)
+    if ((unsigned char)*s <= ' ' || (unsigned char)*s >= 0x7f)
+      return false;
+  return true;
 }
 
 /* The request head's length, or 0 when an option is not valid. */
@@ -648,8 +656,8 @@ static int connect_request(weft_ws *ws, const char *host, const char *path,
 int weft_ws_connect_opts(weft_ws **out, int fd, const char *host, const char *path,
                          const weft_ws_opts *o, int64_t deadline)
 {
-  if (!out || fd < 0 || !host || !path || path[0] != '/' || !header_safe(host) ||
-      !header_safe(path) || strlen(path) >= WS_PATH_MAX)
+  if (!out || fd < 0 || !host || !path || path[0] != '/' || !*host || !token_safe(host) ||
+      !token_safe(path) || strlen(path) >= WS_PATH_MAX)
     return -EINVAL;
   size_t cap = request_size(host, path, o);
   if (cap == 0 || cap > HEADER_MAX)

@@ -75,7 +75,8 @@ WEFT_API int weft_ws_accept(weft_ws **out, int fd, int64_t deadline);
 /* Client side: sends the upgrade request for `path` (starting with '/') on
  * host `host` (the Host header: "example.com" or "example.com:8080") and
  * checks the answer, Sec-WebSocket-Accept included. -EINVAL (NULL
- * arguments, fd < 0, a path without its '/', CR or LF in host or path),
+ * arguments, fd < 0, a path without its '/', an empty host, a blank or a
+ * control character in host or path),
  * -EPROTO (the server did not switch protocols, or answered wrongly),
  * -ENOMEM, -ETIMEDOUT, -ECANCELED, the socket's errors. */
 WEFT_API int weft_ws_connect(weft_ws **out, int fd, const char *host, const char *path,

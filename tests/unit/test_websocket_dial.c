@@ -164,6 +164,9 @@ static void *bad_urls_main(void *arg)
       {"ws://[]:80/", -EINVAL},
       {"ws://exa mple.com/", -EINVAL},
       {"ws://example.com/a b", -EINVAL},
+      {"ws://[127.0.0.1]:80/", -EINVAL},  /* brackets hold IPv6 only */
+      {"ws://example.com/a\x01b", -EINVAL}, /* a control character */
+      {"ws://example.com/a\x7f", -EINVAL},
   };
   int fds = count_fds();
   uint64_t jobs = pool_jobs();

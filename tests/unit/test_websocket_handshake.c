@@ -365,6 +365,13 @@ static void *refused_main(void *arg)
   weft_ws_opts client_only = {.headers = fine};
   CO_EQ(weft_ws_connect_opts(&ws, sv[0], "h", "/", &server_only, DEADLINE()), -EINVAL);
   CO_EQ(weft_ws_accept_opts(&ws, sv[0], &client_only, DEADLINE()), -EINVAL);
+  /* A host or path that would break the request: blanks, control
+   * characters, an empty host. */
+  static const char *const bad_paths[] = {"/a b", "/a\tb", "/a\x01", "/a\x7f"};
+  for (size_t i = 0; i < 4; i++)
+    CO_EQ(weft_ws_connect(&ws, sv[0], "h", bad_paths[i], DEADLINE()), -EINVAL);
+  CO_EQ(weft_ws_connect(&ws, sv[0], "h x", "/", DEADLINE()), -EINVAL);
+  CO_EQ(weft_ws_connect(&ws, sv[0], "", "/", DEADLINE()), -EINVAL);
   CO_CHECK(ws == NULL);
   nothing_sent(sv);
   /* NULL is fine for both getters. */
@@ -405,6 +412,17 @@ static void *request_lines_main(void *arg)
   CO_EQ(r, 0);
   weft_ws_free(ws);
   io_close_pipe(sv);
+  /* A folded header line, or blanks before a colon: 400 (RFC 7230 3.2.4). */
+  static const char *const malformed[] = {"X-A: b\r\n c: d\r\n", "Upgrade : h2c\r\n"};
+  for (size_t i = 0; i < 2; i++) {
+    char bad[512];
+    snprintf(bad, sizeof(bad), "%s%s\r\n", REQUEST_HEAD, malformed[i]);
+    pair(sv);
+    ws = server_answers(sv, bad, NULL, &r, head, sizeof(head));
+    CO_EQ(r, -EPROTO);
+    CO_CHECK(strncmp(head, "HTTP/1.1 400 ", 13) == 0);
+    io_close_pipe(sv);
+  }
   /* Targets: the longest that fits is taken whole; one byte more, and
    * anything after the version, are refused (400), not cut short. */
   static char req[4096];
