@@ -590,5 +590,10 @@ int64_t weft__runtime_live(weft_runtime *rt);
 
 /* ---- time (lib/time.c) ---------------------------------------------------- */
 int64_t weft__now(void);
+/* a + b for b >= 0, saturating at INT64_MAX (a time that far is never). */
+static inline int64_t weft__add_sat(int64_t a, int64_t b)
+{
+  return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
 
 #endif

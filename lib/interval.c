@@ -39,12 +39,6 @@ struct weft_interval {
   int missed;       /* enum weft_missed_tick */
 };
 
-/* a + b for b > 0, saturating at INT64_MAX (a tick that far is never). */
-static int64_t add_sat(int64_t a, int64_t b)
-{
-  return a > INT64_MAX - b ? INT64_MAX : a + b;
-}
-
 int weft_interval_create(weft_interval **out, int64_t period, int64_t start, int missed)
 {
   if (!out || period <= 0 || missed < WEFT_MISSED_BURST || missed > WEFT_MISSED_SKIP)
@@ -54,7 +48,7 @@ int weft_interval_create(weft_interval **out, int64_t period, int64_t start, int
     return -ENOMEM;
   iv->period = period;
   iv->missed = missed;
-  iv->next = start > 0 ? start : add_sat(weft__now(), period);
+  iv->next = start > 0 ? start : weft__add_sat(weft__now(), period);
   *out = iv;
   return 0;
 }
@@ -72,17 +66,17 @@ int weft_interval_next(weft_interval *iv)
   int64_t due = iv->next;
   switch (iv->missed) {
   case WEFT_MISSED_BURST:
-    iv->next = add_sat(due, iv->period); /* late ticks follow back to back */
+    iv->next = weft__add_sat(due, iv->period); /* late ticks follow back to back */
     break;
   case WEFT_MISSED_DELAY:
     /* Restart the schedule from a late tick; on-time ticks keep the grid
      * (the wake-up's own latency does not make a tick late). */
-    iv->next = add_sat(late ? now : due, iv->period);
+    iv->next = weft__add_sat(late ? now : due, iv->period);
     break;
   case WEFT_MISSED_SKIP:
-    iv->next = add_sat(due, iv->period);
+    iv->next = weft__add_sat(due, iv->period);
     if (iv->next <= now) /* now - due < period * (k + 1) <= the room left */
-      iv->next = add_sat(due, ((now - due) / iv->period + 1) * iv->period);
+      iv->next = weft__add_sat(due, ((now - due) / iv->period + 1) * iv->period);
     break;
   }
   return 0;
@@ -97,7 +91,7 @@ int weft_interval_reset(weft_interval *iv, int64_t start)
 {
   if (!iv)
     return -EINVAL;
-  iv->next = start > 0 ? start : add_sat(weft__now(), iv->period);
+  iv->next = start > 0 ? start : weft__add_sat(weft__now(), iv->period);
   return 0;
 }
 

@@ -392,7 +392,7 @@ static bool spin(weft__shard *sh)
   if (spin_ns <= 0)
     return false;
   int64_t now = weft__now();
-  int64_t until = spin_ns > INT64_MAX - now ? INT64_MAX : now + spin_ns;
+  int64_t until = weft__add_sat(now, spin_ns);
   int64_t next_timer = weft__timer_next(&sh->timers);
   if (next_timer >= 0 && next_timer < until)
     until = next_timer;

@@ -47,5 +47,5 @@ int weft_sleep(int64_t ns)
   if (ns <= 0)
     return weft__ready_result();
   int64_t now = weft__now();
-  return weft_sleep_until(ns > INT64_MAX - now ? INT64_MAX : now + ns);
+  return weft_sleep_until(weft__add_sat(now, ns));
 }
