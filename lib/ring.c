@@ -193,31 +193,34 @@ atomic_int weft__ring_ringless;
 
 /* ---- a small ring of its own for a thread that is not a shard ---------------- */
 
-struct thread_ring {
-  struct io_uring ring;
-  pid_t pid; /* of the process that made it */
-};
 static pthread_key_t thread_ring_key;
 static pthread_once_t thread_ring_once = PTHREAD_ONCE_INIT;
-static __thread struct thread_ring *thread_ring;
+static __thread struct io_uring *thread_ring;
 
 static void thread_ring_free(void *p)
 {
-  struct thread_ring *tr = p;
-  if (tr->pid == getpid()) {
-    io_uring_queue_exit(&tr->ring);
-  } else {
-    /* A child of fork(): the ring's memory was not copied (dontfork, as
-     * the shards' rings), and its addresses may hold the child's own
-     * mappings by now. Only the inherited descriptor is the child's. */
-    close(tr->ring.ring_fd);
-  }
-  free(tr);
+  io_uring_queue_exit(p);
+  free(p);
+}
+
+/* In the child of a fork(), whose one thread is the forking one: the ring's
+ * memory was not copied (dontfork, as the shards' rings), and its addresses
+ * may hold the child's own mappings later. Only the inherited descriptor
+ * is the child's to close; the next use makes a ring of its own. */
+static void thread_ring_forget(void)
+{
+  if (!thread_ring)
+    return;
+  close(thread_ring->ring_fd);
+  free(thread_ring);
+  thread_ring = NULL;
+  pthread_setspecific(thread_ring_key, NULL);
 }
 
 static void thread_ring_key_init(void)
 {
   pthread_key_create(&thread_ring_key, thread_ring_free);
+  pthread_atfork(NULL, NULL, thread_ring_forget);
 }
 
 void weft__thread_ring_drop(void)
@@ -231,28 +234,25 @@ void weft__thread_ring_drop(void)
 
 int weft__thread_ring(struct io_uring **out)
 {
-  if (thread_ring && thread_ring->pid != getpid())
-    weft__thread_ring_drop(); /* made before a fork, by the parent */
   if (!thread_ring) {
     pthread_once(&thread_ring_once, thread_ring_key_init);
-    struct thread_ring *tr = weft__malloc_plain(sizeof(*tr));
-    if (!tr)
+    struct io_uring *ring = weft__malloc_plain(sizeof(*ring));
+    if (!ring)
       return -ENOMEM;
-    int r = io_uring_queue_init(4, &tr->ring, 0);
+    int r = io_uring_queue_init(4, ring, 0);
     if (r < 0) {
-      free(tr);
+      free(ring);
       return r;
     }
-    if ((r = io_uring_ring_dontfork(&tr->ring)) < 0) {
-      io_uring_queue_exit(&tr->ring);
-      free(tr);
+    if ((r = io_uring_ring_dontfork(ring)) < 0) {
+      io_uring_queue_exit(ring);
+      free(ring);
       return r;
     }
-    tr->pid = getpid();
-    thread_ring = tr;
-    pthread_setspecific(thread_ring_key, tr);
+    thread_ring = ring;
+    pthread_setspecific(thread_ring_key, ring);
   }
-  *out = &thread_ring->ring;
+  *out = thread_ring;
   return 0;
 }
 
