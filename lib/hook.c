@@ -172,9 +172,30 @@ HOOK ssize_t read(int fd, void *buf, size_t n)
  * fit. So these go on until all of it is written, and an error after part
  * of it went out reports the part, as an interrupted write(2) does (the
  * next call then meets the error). */
-static ssize_t part_or_error(size_t done, ssize_t r)
+#define AS_WRITE (-1) /* write_fully's flags for write(2), not send(2) */
+
+/* Writes buf[0, n) with weft_write (flags AS_WRITE) or weft_send, adding
+ * what went to *done: 0 once all of it is written, or -errno (the bytes
+ * before the error counted). */
+static int write_fully(int fd, const char *buf, size_t n, int flags, size_t *done)
 {
-  return done ? (ssize_t)done : libc_result(r);
+  size_t off = 0;
+  do { /* once even for n == 0: a bad descriptor still says so, an empty
+        * datagram still goes */
+    ssize_t r = flags == AS_WRITE ? weft_write(fd, buf + off, n - off)
+                                  : weft_send(fd, buf + off, n - off, flags);
+    if (r <= 0)
+      return r < 0 ? (int)r : 0; /* 0: nothing more can go (as libc) */
+    off += (size_t)r;
+    *done += (size_t)r;
+  } while (off < n);
+  return 0;
+}
+
+/* libc's result after write_fully: the part written, else the error. */
+static ssize_t part_or_error(size_t done, int r)
+{
+  return done || r == 0 ? (ssize_t)done : libc_result(r);
 }
 
 HOOK ssize_t write(int fd, const void *buf, size_t n)
@@ -182,14 +203,8 @@ HOOK ssize_t write(int fd, const void *buf, size_t n)
   if (!in_coroutine() || never_waits(fd, 0))
     return CALL_NEXT(write, fd, buf, n);
   size_t done = 0;
-  for (;;) {
-    ssize_t r = weft_write(fd, (const char *)buf + done, n - done);
-    if (r < 0)
-      return part_or_error(done, r);
-    done += (size_t)r;
-    if (done == n || r == 0)
-      return (ssize_t)done;
-  }
+  int r = write_fully(fd, buf, n, AS_WRITE, &done);
+  return part_or_error(done, r);
 }
 
 HOOK ssize_t readv(int fd, const struct iovec *iov, int cnt)
@@ -208,24 +223,20 @@ HOOK ssize_t writev(int fd, const struct iovec *iov, int cnt)
     return libc_result(r);
   /* The rest, piece by piece, after a partial write. */
   size_t done = (size_t)r, skip = done;
-  for (int i = 0; i < cnt; i++) {
+  int e = 0;
+  for (int i = 0; i < cnt && e == 0; i++) {
     if (skip >= iov[i].iov_len) {
       skip -= iov[i].iov_len;
       continue;
     }
-    const char *p = (const char *)iov[i].iov_base + skip;
-    size_t len = iov[i].iov_len - skip;
+    size_t before = done;
+    e = write_fully(fd, (const char *)iov[i].iov_base + skip, iov[i].iov_len - skip, AS_WRITE,
+                    &done);
+    if (e == 0 && done - before < iov[i].iov_len - skip)
+      break; /* a write of 0: nothing more can go */
     skip = 0;
-    while (len) {
-      ssize_t w = weft_write(fd, p, len);
-      if (w <= 0)
-        return w < 0 ? part_or_error(done, w) : (ssize_t)done;
-      p += w;
-      len -= (size_t)w;
-      done += (size_t)w;
-    }
   }
-  return (ssize_t)done;
+  return part_or_error(done, e);
 }
 
 /* ---- sockets ------------------------------------------------------------------------ */
@@ -242,14 +253,8 @@ HOOK ssize_t send(int fd, const void *buf, size_t n, int flags)
   if (!in_coroutine() || never_waits(fd, flags))
     return CALL_NEXT(send, fd, buf, n, flags);
   size_t done = 0; /* a datagram goes whole or not at all: one round */
-  for (;;) {
-    ssize_t r = weft_send(fd, (const char *)buf + done, n - done, flags);
-    if (r < 0)
-      return part_or_error(done, r);
-    done += (size_t)r;
-    if (done == n || r == 0)
-      return (ssize_t)done;
-  }
+  int r = write_fully(fd, buf, n, flags, &done);
+  return part_or_error(done, r);
 }
 
 HOOK ssize_t recvfrom(int fd, void *buf, size_t n, int flags, __SOCKADDR_ARG addr,
