@@ -302,6 +302,22 @@ static int skip_payload(weft_ws *ws, uint64_t n)
 }
 
 
+/* Sends the pong owed for the last ping read (0 if none is owed). It stays
+ * owed when its write could not start - the send lock not had by the
+ * deadline, a cancel - and goes first thing in the next receive. */
+static int pay_owed_pong(weft_ws *ws, int64_t deadline)
+{
+  if (!ws->pong_owed)
+    return 0;
+  int r = write_frame(ws, OP_PONG, ws->owed, ws->owed_len, deadline);
+  if (r == -EPIPE && atomic_load_explicit(&ws->close_sent, memory_order_relaxed) &&
+      !atomic_load_explicit(&ws->broken, memory_order_relaxed))
+    r = 0; /* our close went first: no pong after it */
+  if ((r != -ETIMEDOUT && r != -ECANCELED) || atomic_load_explicit(&ws->broken, memory_order_relaxed))
+    ws->pong_owed = false;
+  return r;
+}
+
 /* A control frame (payload already checked to be <= 125 bytes). 1 if it
  * was the peer's close, 0 to go on reading, or an error. */
 static int control(weft_ws *ws, const struct frame *f, int64_t deadline)
@@ -311,19 +327,10 @@ static int control(weft_ws *ws, const struct frame *f, int64_t deadline)
   if (r < 0)
     return r;
   if (f->op == OP_PING) {
-    r = write_frame(ws, OP_PONG, body, (size_t)f->len, deadline);
-    bool broken = atomic_load_explicit(&ws->broken, memory_order_relaxed);
-    /* No pong after our own close: not an error. */
-    if (r == -EPIPE && atomic_load_explicit(&ws->close_sent, memory_order_relaxed) && !broken)
-      return 0;
-    if ((r == -ETIMEDOUT || r == -ECANCELED) && !broken) {
-      /* Nothing of it went out (the send lock was not had in time): the
-       * pong is owed, and goes before anything else is read. */
-      memcpy(ws->owed, body, (size_t)f->len);
-      ws->owed_len = (size_t)f->len;
-      ws->pong_owed = true;
-    }
-    return r;
+    memcpy(ws->owed, body, (size_t)f->len);
+    ws->owed_len = (size_t)f->len;
+    ws->pong_owed = true;
+    return pay_owed_pong(ws, deadline);
   }
   if (f->op == OP_PONG)
     return 0;
@@ -412,20 +419,6 @@ static bool usable(const weft_ws *ws)
 {
   return !atomic_load_explicit(&ws->broken, memory_order_relaxed) &&
          !atomic_load_explicit(&ws->close_seen, memory_order_relaxed);
-}
-
-/* Sends the pong an earlier receive could not (0 if none is owed). */
-static int pay_owed_pong(weft_ws *ws, int64_t deadline)
-{
-  if (!ws->pong_owed)
-    return 0;
-  int r = write_frame(ws, OP_PONG, ws->owed, ws->owed_len, deadline);
-  if (r == -EPIPE && atomic_load_explicit(&ws->close_sent, memory_order_relaxed) &&
-      !atomic_load_explicit(&ws->broken, memory_order_relaxed))
-    r = 0; /* our close went meanwhile: no pong after it */
-  if (r == 0 || atomic_load_explicit(&ws->broken, memory_order_relaxed))
-    ws->pong_owed = false;
-  return r;
 }
 
 ssize_t weft_ws_recv(weft_ws *ws, void *buf, size_t cap, int *type, int64_t deadline)
