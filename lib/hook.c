@@ -559,11 +559,15 @@ HOOK int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv
   if (!in_coroutine())
     return (int)CALL_NEXT(select, nfds, rd, wr, ex, tv);
   struct timespec ts = {0, 0};
-  if (tv) /* Linux takes a tv_usec of a second or more: whole seconds of it */
-    ts = (struct timespec){tv->tv_usec < 0                                   ? -1
-                           : tv->tv_sec > (time_t)(INT64_MAX / WEFT_SEC) ? tv->tv_sec
-                                                                         : tv->tv_sec + tv->tv_usec / 1000000,
-                           tv->tv_usec < 0 ? 0 : tv->tv_usec % 1000000 * 1000};
+  if (tv && tv->tv_usec < 0) {
+    ts.tv_sec = -1; /* invalid, as it is to select(2) */
+  } else if (tv) {
+    /* Linux takes a tv_usec of a second or more as whole seconds of it. */
+    ts.tv_sec = tv->tv_sec;
+    if (ts.tv_sec <= (time_t)(INT64_MAX / WEFT_SEC))
+      ts.tv_sec += tv->tv_usec / 1000000;
+    ts.tv_nsec = tv->tv_usec % 1000000 * 1000;
+  }
   if (nfds < 0 || nfds > FD_SETSIZE || (tv && !timespec_valid(&ts))) {
     errno = EINVAL;
     return -1;

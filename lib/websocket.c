@@ -313,7 +313,9 @@ static int pay_owed_pong(weft_ws *ws, int64_t deadline)
   if (r == -EPIPE && atomic_load_explicit(&ws->close_sent, memory_order_relaxed) &&
       !atomic_load_explicit(&ws->broken, memory_order_relaxed))
     r = 0; /* our close went first: no pong after it */
-  if ((r != -ETIMEDOUT && r != -ECANCELED) || atomic_load_explicit(&ws->broken, memory_order_relaxed))
+  bool could_not_start = (r == -ETIMEDOUT || r == -ECANCELED) &&
+                         !atomic_load_explicit(&ws->broken, memory_order_relaxed);
+  if (!could_not_start)
     ws->pong_owed = false;
   return r;
 }
