@@ -163,14 +163,22 @@ static int arm(weft_listener *l)
 }
 
 /* Suspends until on_accept_cqe wakes us, the deadline passes or (if
- * cancellable) the task is cancelled. */
+ * cancellable) the task is cancelled. The task is held on l's shard while
+ * it waits, as the opener is: woken, a stealable task would otherwise be
+ * free to resume on another shard, where l's queue, op and list are not
+ * its to touch. */
 static int wait_cqe(weft_listener *l, int64_t deadline, bool cancellable)
 {
+  weft_task *t = weft__task_self();
   weft__waiter w;
   weft__waiter_init(&w);
   w.uncancellable = !cancellable;
   l->waiter = &w;
+  if (t)
+    t->pinned_ops++;
   int r = weft__waiter_wait(&w, deadline);
+  if (t)
+    t->pinned_ops--;
   if (l->waiter == &w)
     l->waiter = NULL; /* timed out or cancelled: the CQE path did not take it */
   return r;
@@ -240,12 +248,7 @@ int weft_listener_accept(weft_listener *l, int64_t deadline)
       if (r < 0)
         return r;
     }
-    /* Held on l's shard while it waits, as the opener is: woken, a
-     * stealable task would otherwise be free to resume on another shard,
-     * where the queue and the op are not its to touch. */
-    t->pinned_ops++;
     int r = wait_cqe(l, deadline, true);
-    t->pinned_ops--;
     /* A connection that came with the timeout or cancel is handed out. */
     if (r < 0 && !l->count)
       return r;
@@ -268,16 +271,10 @@ static void close_queued(weft_listener *l)
 static void close_here(weft_listener *l)
 {
   request_cancel(l);
-  /* Even a cancelled task waits here: l must outlive the op's last CQE.
-   * And on l's shard (see weft_listener_accept): the list unlinked below
-   * and the opener's count belong to it. */
-  weft_task *t = weft__task_self();
-  if (t)
-    t->pinned_ops++;
+  /* Even a cancelled task waits here: l must outlive the op's last CQE
+   * (on l's shard: see wait_cqe). */
   while (l->armed)
     wait_cqe(l, WEFT_NO_DEADLINE, false);
-  if (t)
-    t->pinned_ops--;
   close_queued(l);
   shard_unlink(l);
   l->owner->pinned_ops--;
