@@ -108,7 +108,8 @@ void weft__fence_heavy(void)
     atomic_thread_fence(memory_order_seq_cst);
     return;
   }
-  atomic_thread_fence(memory_order_seq_cst); /* our own half, whichever way */
+  /* Our own half needs no fence of its own: membarrier(2) is a full
+   * barrier for its caller too, and the shootdown takes a lock. */
   int r = -EPERM;
   if (!atomic_load_explicit(&membarrier_refused, memory_order_relaxed)) {
     /* Registered, so the kernel refuses for want of memory (the cpumask it
