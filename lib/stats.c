@@ -119,8 +119,12 @@ int weft_dump(weft_runtime *rt, FILE *out)
       int st = atomic_load_explicit(&t->state, memory_order_relaxed);
       if (st == WEFT__T_FINISHED)
         continue;
-      fprintf(out, "task %llu %-20s shard %d %s%s\n", (unsigned long long)t->coro.id,
-              t->coro.name[0] ? t->coro.name : "-", t->shard->id, state_name(st),
+      /* Written by weft_task_pin on the task's own thread, hence atomic. */
+      int place = __atomic_load_n(&t->placement, __ATOMIC_RELAXED);
+      bool mobile = place == WEFT_PLACE_STEALABLE || place == WEFT_PLACE_STEALABLE_PREFERRED;
+      fprintf(out, "task %llu %-20s shard %d %s %s%s\n", (unsigned long long)t->coro.id,
+              t->coro.name[0] ? t->coro.name : "-", t->shard->id,
+              mobile ? "stealable" : "fixed", state_name(st),
               atomic_load_explicit(&t->cancelled, memory_order_relaxed) ? " cancelled" : "");
       n++;
     }

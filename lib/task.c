@@ -315,7 +315,7 @@ int weft_task_pin(void)
     return -EPERM;
   /* Read only by the shard threads that queue t, which happens after t
    * suspends; t runs on this shard until then. */
-  t->placement = WEFT_PLACE_PINNED;
+  __atomic_store_n(&t->placement, WEFT_PLACE_PINNED, __ATOMIC_RELAXED);
   return t->shard->id;
 }
 

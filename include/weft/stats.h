@@ -93,7 +93,11 @@ typedef struct weft_stats {
 WEFT_API int weft_stats_get(weft_runtime *rt, int shard, weft_stats *out);
 
 /* Writes one line per live task of rt (NULL = current): id, name, shard,
- * state. Returns the number of tasks listed, or -EPERM / -EINVAL. */
+ * "stealable" (placed STEALABLE or STEALABLE_PREFERRED and not pinned since)
+ * or "fixed", and state ("runnable", "running", "waiting"; " cancelled"
+ * after it when cancelled), as
+ *   task 7 reader               shard 1 stealable waiting
+ * Returns the number of tasks listed, or -EPERM / -EINVAL. */
 WEFT_API int weft_dump(weft_runtime *rt, FILE *out);
 
 #ifdef __cplusplus

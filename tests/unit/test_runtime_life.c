@@ -678,6 +678,8 @@ Test(runtime, stats_errors_and_dump, .timeout = 20)
     weft_spawn_opts o;
     weft_spawn_opts_init(&o);
     o.name = names[i];
+    if (i == 2)
+      o.placement = WEFT_PLACE_PINNED; /* listed as "fixed" */
     cr_assert_eq(weft_runtime_submit(rt, &o, named_waiter, ev, &t[i]), 0);
     cr_assert_str_eq(weft_task_name(t[i]), names[i]);
     cr_assert_gt(weft_task_id(t[i]), 0);
@@ -693,6 +695,8 @@ Test(runtime, stats_errors_and_dump, .timeout = 20)
   cr_assert_eq(n, 3, "dump listed %d tasks:\n%s", n, buf);
   for (int i = 0; i < 3; i++)
     cr_assert_not_null(strstr(buf, names[i]), "%s missing from:\n%s", names[i], buf);
+  cr_assert_eq(rt_dump_count(rt, " stealable waiting"), 2, "%s", buf);
+  cr_assert_eq(rt_dump_count(rt, " fixed waiting"), 1, "%s", buf);
   free(buf);
   cr_assert_eq(weft_event_set(ev), 0);
   for (int i = 0; i < 3; i++)
