@@ -14,6 +14,7 @@
  * makes it poll(2) and try again.
  */
 #include "net_internal.h"
+#include "rawsys.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -49,13 +50,13 @@ static ssize_t plain_once(const struct xfer *x, int flags)
 {
   switch (x->kind) {
   case X_RECV:
-    return recv(x->fd, x->buf, x->n, flags);
+    return weft__sys_recv(x->fd, x->buf, x->n, flags);
   case X_SEND:
-    return send(x->fd, x->buf, x->n, flags);
+    return weft__sys_send(x->fd, x->buf, x->n, flags);
   case X_RECVMSG:
-    return recvmsg(x->fd, x->msg, flags);
+    return weft__sys_recvmsg(x->fd, x->msg, flags);
   default:
-    return sendmsg(x->fd, x->msg, flags);
+    return weft__sys_sendmsg(x->fd, x->msg, flags);
   }
 }
 

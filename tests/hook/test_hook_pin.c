@@ -9,6 +9,7 @@
 #include "legacy.h"
 
 #include <stdatomic.h>
+#include <sys/socket.h>
 
 #define WALKERS 8 /* even: one hooked call first; odd: none */
 #define MIN_YIELDS 500
@@ -94,4 +95,41 @@ Test(hook, a_hooked_call_keeps_the_coroutine_on_its_shard, .timeout = 60)
   cr_assert_gt(atomic_load(&plain_moves), 0, "stealing never moved a walker: no control");
   cr_assert_eq(atomic_load(&hooked_moves), 0, "%d moves after a hooked call",
                atomic_load(&hooked_moves));
+}
+
+/* ---- weft's own calls are not hooked calls ---------------------------------------------- */
+
+/* weft_send on an idle shard first tries a plain non-blocking send(2).
+ * Made through libc's exported send(), that attempt would reach the hook
+ * and pin the task like the program's own calls; it goes to the kernel
+ * directly, so the task stays stealable. weft_dump tells which it is. */
+static void *weft_sender(void *arg)
+{
+  int *sv = arg;
+  CO_EQ(weft_send(sv[0], "x", 1, 0), 1);
+  CO_EQ(weft_send(sv[0], "y", 1, 0), 1);
+  return (void *)(intptr_t)rt_dump_count(NULL, " stealable running");
+}
+
+static void *weft_send_main(void *arg)
+{
+  (void)arg;
+  int sv[2];
+  CO_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  weft_task *t;
+  /* Alone on shard 1, so that shard is idle otherwise: the plain attempt. */
+  CO_EQ(rt_spawn(&t, WEFT_PLACE_STEALABLE_PREFERRED, 1, weft_sender, sv), 0);
+  CO_EQ(rt_join_int(t), 1);
+  char got[2];
+  CO_EQ(weft_recv_exact(sv[1], got, 2, NULL), 2);
+  CO_CHECK(got[0] == 'x' && got[1] == 'y');
+  CO_EQ(close(sv[0]), 0);
+  CO_EQ(close(sv[1]), 0);
+  return NULL;
+}
+
+Test(hook, weft_own_sends_leave_the_task_stealable, .timeout = 30)
+{
+  rt_run(2, weft_send_main, NULL);
+  rt_assert_clean();
 }
