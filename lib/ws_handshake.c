@@ -269,12 +269,18 @@ static bool has_token(const char *value, const char *token)
 }
 
 /* One line without its CRLF (or LF) into buf; -EPROTO if it does not fit in
- * what is left of the head's budget, or the stream ends. */
+ * what is left of the head's budget, or the stream ends within the head.
+ * A stream that ends before the head's first byte is the peer going away
+ * (a health check's connect and close, a server closing on a client it
+ * refuses): -EPIPE, as the headers say, and nothing to answer. */
 static ssize_t head_line(weft_ws *ws, char *buf, size_t cap, size_t *budget)
 {
   if (*budget < 2)
     return -EPROTO;
+  bool first = *budget == HEADER_MAX;
   ssize_t n = weft_reader_read_line(ws->rd, buf, cap < *budget + 1 ? cap : *budget + 1);
+  if (n == 0 && first)
+    return -EPIPE;
   if (n == -EMSGSIZE || n == 0)
     return -EPROTO;
   if (n < 0)

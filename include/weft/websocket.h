@@ -69,7 +69,8 @@ enum {
  * is answered 400 - or 426 with the version weft speaks, for a
  * Sec-WebSocket-Version other than 13 - and the call returns -EPROTO.
  * Also -EINVAL (out NULL, fd < 0), -ENOMEM, -ETIMEDOUT, -ECANCELED, the
- * socket's errors (-ECONNRESET, -EPIPE when the peer went away first). */
+ * socket's errors (-ECONNRESET, -EPIPE when the peer went away first:
+ * closed before sending a byte of its request, which is not answered). */
 WEFT_API int weft_ws_accept(weft_ws **out, int fd, int64_t deadline);
 
 /* Client side: sends the upgrade request for `path` (starting with '/') on
@@ -78,7 +79,8 @@ WEFT_API int weft_ws_accept(weft_ws **out, int fd, int64_t deadline);
  * arguments, fd < 0, a path without its '/', an empty host, a blank or a
  * control character in host or path),
  * -EPROTO (the server did not switch protocols, or answered wrongly),
- * -ENOMEM, -ETIMEDOUT, -ECANCELED, the socket's errors. */
+ * -EPIPE (the server closed the connection without answering), -ENOMEM,
+ * -ETIMEDOUT, -ECANCELED, the socket's errors. */
 WEFT_API int weft_ws_connect(weft_ws **out, int fd, const char *host, const char *path,
                              int64_t deadline);
 

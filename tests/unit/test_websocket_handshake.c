@@ -455,3 +455,44 @@ Test(websocket, list_headers_over_lines_and_exact_request_lines, .timeout = 30)
   rt_run(1, request_lines_main, NULL);
   rt_assert_clean();
 }
+
+/* ---- a peer that goes away before a byte ----------------------------------------------------- */
+
+/* A client that connects and closes at once (a health check) is -EPIPE, as
+ * the socket's going away, and gets no 400; one that closes part-way
+ * through its request still broke the protocol. A server that closes
+ * without answering is -EPIPE to the client. */
+static void *gone_main(void *arg)
+{
+  (void)arg;
+  int sv[2];
+  weft_ws *ws = NULL;
+  pair(sv);
+  CO_EQ(shutdown(sv[1], SHUT_WR), 0);
+  CO_EQ(weft_ws_accept(&ws, sv[0], DEADLINE()), -EPIPE);
+  CO_CHECK(ws == NULL);
+  nothing_sent(sv);
+  io_close_pipe(sv);
+
+  pair(sv);
+  raw_send(sv[1], "GET / HTTP/1.1\r\nHost: x\r\n", 25);
+  CO_EQ(shutdown(sv[1], SHUT_WR), 0);
+  CO_EQ(weft_ws_accept(&ws, sv[0], DEADLINE()), -EPROTO);
+  char head[256];
+  raw_head(sv[1], head, sizeof(head));
+  CO_CHECK(strncmp(head, "HTTP/1.1 400 ", 13) == 0);
+  io_close_pipe(sv);
+
+  pair(sv);
+  CO_EQ(shutdown(sv[1], SHUT_WR), 0);
+  CO_EQ(weft_ws_connect(&ws, sv[0], "example.com", "/", DEADLINE()), -EPIPE);
+  CO_CHECK(ws == NULL);
+  io_close_pipe(sv);
+  return NULL;
+}
+
+Test(websocket, a_peer_that_closes_before_a_byte_is_epipe, .timeout = 30)
+{
+  rt_run(1, gone_main, NULL);
+  rt_assert_clean();
+}
