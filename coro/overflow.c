@@ -119,16 +119,25 @@ static void on_segv(int sig, siginfo_t *si, void *uctx)
   errno = saved;
 }
 
+/* At thread exit. Another destructor may still run a coroutine on this
+ * thread after this one: it must find the thread not ready, so that
+ * weft__coro_thread_init gives it a signal stack again (glibc then runs
+ * this destructor once more). */
 static void altstack_free(void *p)
 {
   stack_t off = {.ss_flags = SS_DISABLE};
   sigaltstack(&off, NULL);
   munmap(p, ALTSTACK_SIZE);
+  weft__coro_thread_ready = false;
 }
+
+/* Whether altstack_key exists: without it a thread's signal stack would
+ * never be freed (a leak per thread), though overflows are still caught. */
+static bool altstack_key_made;
 
 static void install_handler(void)
 {
-  pthread_key_create(&altstack_key, altstack_free);
+  altstack_key_made = pthread_key_create(&altstack_key, altstack_free) == 0;
   struct sigaction sa;
   memset(&sa, 0, sizeof(sa));
   sa.sa_sigaction = on_segv;
@@ -155,7 +164,8 @@ int weft__coro_thread_init(void)
     munmap(p, ALTSTACK_SIZE);
     return -errno;
   }
-  pthread_setspecific(altstack_key, p);
+  if (altstack_key_made)
+    pthread_setspecific(altstack_key, p);
   weft__coro_thread_ready = true;
   return 0;
 }

@@ -457,9 +457,20 @@ static void cache_destructor(void *unused)
   hits_unregister();
 }
 
+/* Whether cache_key exists. Without it (the process used up its keys) no
+ * thread caches stacks: they would outlive their thread, and an unmade key
+ * handed to pthread_setspecific is someone else's. */
+static bool cache_key_made;
+
 static void cache_key_init(void)
 {
-  pthread_key_create(&cache_key, cache_destructor);
+  cache_key_made = pthread_key_create(&cache_key, cache_destructor) == 0;
+}
+
+static bool cache_usable(void)
+{
+  pthread_once(&cache_once, cache_key_init);
+  return cache_key_made;
 }
 
 static struct cached *cached_at(const weft__stack *st)
@@ -467,10 +478,10 @@ static struct cached *cached_at(const weft__stack *st)
   return (struct cached *)(void *)(st->base + st->size - sizeof(struct cached));
 }
 
-/* Puts c on top of this thread's cache (arming the exit destructor first). */
+/* Puts c on top of this thread's cache (arming the exit destructor first).
+ * Only once cache_usable() said yes. */
 static void cache_push(struct cached *c)
 {
-  pthread_once(&cache_once, cache_key_init);
   if (!cache_count) {
     pthread_setspecific(cache_key, (void *)1); /* arms the exit destructor */
     if (!my_hits_listed)
@@ -640,7 +651,7 @@ static bool depot_take(size_t request)
   unsigned want = limit > cache_count ? limit - cache_count : 0, batch = cache_batch();
   if (want > batch)
     want = batch;
-  if (!want || !atomic_load_explicit(&depot_count, memory_order_relaxed))
+  if (!want || !atomic_load_explicit(&depot_count, memory_order_relaxed) || !cache_usable())
     return false;
   unsigned moved = 0;
   pthread_mutex_lock(&depot_lock);
@@ -734,7 +745,7 @@ static void stack_free(weft__stack *st)
   unsigned half = cache_batch();
   if (cache_count >= limit && limit)
     depot_put(st->request, half);
-  if (cache_count < limit) {
+  if (cache_count < limit && cache_usable()) {
     struct cached *c = cached_at(st);
     c->st = *st;
     cache_push(c);

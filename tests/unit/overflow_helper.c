@@ -16,6 +16,15 @@
  *   overflow_helper canary    a slab stack without a guard region (guard
  *                             regions and the guard budget turned off) whose
  *                             canary is dirtied
+ *   overflow_helper no-keys   no death: with every pthread key in use,
+ *                             a thread runs coroutines and exits; exit 0
+ *                             unless weft used a key it had not made
+ *                             (a destructor of the program's then gets
+ *                             weft's value: exit 4)
+ *   overflow_helper at-exit   the overflow of "late-recursion", run by a
+ *                             thread-exit destructor of the program's that
+ *                             runs after weft's own (which frees the
+ *                             thread's signal stack)
  *
  * Before it runs the coroutine it prints the kind of stack it got
  * ("overflow_helper: slab stack, guard 16384").
@@ -26,9 +35,12 @@
 #include "coro.h"
 #include "stack.h"
 
+#include <limits.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -106,6 +118,88 @@ static int run(void *(*fn)(void *), void *arg, const char *name)
   return 2;
 }
 
+/* ---- at-exit: a coroutine run by a destructor at thread exit ---- */
+
+static pthread_key_t late_key;
+
+static void late_destructor(void *unused)
+{
+  (void)unused;
+  exit(run(overflow_fn, NULL, "late-recursion"));
+}
+
+static void *late_thread(void *unused)
+{
+  (void)unused;
+  /* A first coroutine gives this thread weft's signal stack (and its
+   * destructor); the program's key, made after weft's, is destroyed after
+   * it in glibc's order. */
+  weft__coro *co;
+  weft__coro_opts o = {.fn = noop_fn, .stack_size = STACK_SIZE};
+  if (weft__coro_create(&co, &o) != 0 || weft__coro_resume(co) != WEFT__CORO_FINISHED)
+    exit(3);
+  weft__coro_destroy(co);
+  if (pthread_key_create(&late_key, late_destructor) != 0 ||
+      pthread_setspecific(late_key, &late_key) != 0)
+    exit(3);
+  return NULL;
+}
+
+static int at_exit_mode(void)
+{
+  pthread_t th;
+  if (pthread_create(&th, NULL, late_thread, NULL) != 0)
+    return 3;
+  pthread_join(th, NULL);
+  fprintf(stderr, "overflow_helper: the destructor never ran\n");
+  return 3;
+}
+
+/* ---- no-keys: the process has used up its pthread keys ---- */
+
+static void foreign_destructor(void *value)
+{
+  if (value != &late_key) {
+    fprintf(stderr, "overflow_helper: a key of the program's was given %p\n", value);
+    _Exit(4);
+  }
+}
+
+static pthread_key_t program_keys[PTHREAD_KEYS_MAX];
+static int program_nkeys;
+
+static void *coroutines_thread(void *unused)
+{
+  (void)unused;
+  /* Every key of the program's holds the value its destructor checks. */
+  for (int i = 0; i < program_nkeys; i++)
+    if (pthread_setspecific(program_keys[i], &late_key) != 0)
+      exit(3);
+  for (int i = 0; i < 8; i++) {
+    weft__coro *co;
+    weft__coro_opts o = {.fn = noop_fn, .stack_size = STACK_SIZE};
+    if (weft__coro_create(&co, &o) != 0 || weft__coro_resume(co) != WEFT__CORO_FINISHED)
+      exit(3);
+    weft__coro_destroy(co);
+  }
+  return NULL;
+}
+
+static int no_keys_mode(void)
+{
+  while (program_nkeys < PTHREAD_KEYS_MAX &&
+         pthread_key_create(&program_keys[program_nkeys], foreign_destructor) == 0)
+    program_nkeys++;
+  pthread_key_t spare;
+  if (program_nkeys == 0 || pthread_key_create(&spare, NULL) == 0)
+    return 3; /* keys left over: no test */
+  pthread_t th;
+  if (pthread_create(&th, NULL, coroutines_thread, NULL) != 0)
+    return 3;
+  pthread_join(th, NULL);
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   const char *mode = argc > 1 ? argv[1] : "";
@@ -140,6 +234,10 @@ int main(int argc, char **argv)
     weft__stack_set_guard_budget(0);
     return run(canary_fn, NULL, "scribbler");
   }
-  fprintf(stderr, "usage: overflow_helper named|mapped|anon|segv-in|segv-out|canary\n");
+  if (!strcmp(mode, "no-keys"))
+    return no_keys_mode();
+  if (!strcmp(mode, "at-exit"))
+    return at_exit_mode();
+  fprintf(stderr, "usage: overflow_helper named|mapped|anon|segv-in|segv-out|canary|no-keys|at-exit\n");
   return 3;
 }

@@ -137,6 +137,28 @@ Test(coro, guard_page_overflow_anonymous, .timeout = 30)
   expect_overflow_report(&d, "#");
 }
 
+/* A process that has used up its pthread keys still runs coroutines, and
+ * weft then uses no key it failed to make: the stacks are not cached, and
+ * the signal stack of each thread is kept. */
+Test(coro, no_pthread_keys_left, .timeout = 30)
+{
+  static struct death d;
+  run_helper("no-keys", &d);
+  cr_assert_eq(d.signaled, 0, "helper: signal %d, stderr:\n%s", d.signaled, d.err);
+  cr_assert_eq(d.exit_code, 0, "helper: exit %d, stderr:\n%s", d.exit_code, d.err);
+}
+
+/* A coroutine run by a thread-exit destructor that runs after weft's own,
+ * which took the thread's signal stack away: the overflow is still
+ * reported, on a signal stack given anew, rather than killing the process
+ * silently (a fault with no stack to handle it on). */
+Test(coro, guard_page_overflow_after_the_signal_stack_was_freed, .timeout = 30)
+{
+  static struct death d;
+  run_helper("at-exit", &d);
+  expect_overflow_report(&d, "late-recursion");
+}
+
 /* A fault that is not an overflow must reach the previous disposition: the
  * default action (death by SIGSEGV), or under ASan its own SEGV report
  * (ASan's handler was installed first, so weft chains to it). Either way
