@@ -10,6 +10,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Turns every SQE handed out and not taken into a NOP nobody waits for, when
+ * the call that should take them fails before submitting - whatever the
+ * caller passed, a bad array included: nothing the caller prepared and gave
+ * up on may still run and write into its memory. */
+static void abandon_handed_out(weft__shard *sh)
+{
+  if (!sh)
+    return;
+  struct io_uring_sq *sq = &sh->ring.sq;
+  for (unsigned i = 1; i <= sh->uring_unadopted; i++) {
+    struct io_uring_sqe *sqe = &sq->sqes[(sq->sqe_tail - i) & sq->ring_mask];
+    io_uring_prep_nop(sqe);
+    io_uring_sqe_set_data64(sqe, WEFT__UD_IGNORE);
+  }
+  sh->uring_unadopted = 0;
+}
+
 struct io_uring_sqe *weft_uring_sqe(void)
 {
   weft_task *t = weft__task_self();
@@ -25,17 +42,23 @@ struct io_uring_sqe *weft_uring_sqe(void)
   }
   if (!io_uring_sq_space_left(&sh->ring)) {
     /* Submitting now would send the SQEs already handed out for this op
-     * without the rest of their chain. */
-    if (sh->uring_unadopted)
+     * without the rest of their chain. The chain cannot be had: what was
+     * handed out of it becomes NOPs, so that a caller giving up on it
+     * leaves nothing to run into its memory at the next submission. */
+    if (sh->uring_unadopted) {
+      abandon_handed_out(sh);
       return NULL;
+    }
     weft__count(&sh->stats.sq_full_flushes, 1);
     sh->sq_pending = 0;
-      io_uring_submit(&sh->ring);
+    io_uring_submit(&sh->ring);
     weft__count(&sh->stats.enters, 1);
   }
   struct io_uring_sqe *sqe = io_uring_get_sqe(&sh->ring);
-  if (!sqe)
+  if (!sqe) {
+    abandon_handed_out(sh);
     return NULL;
+  }
   sh->sq_pending++;
   sh->uring_unadopted++;
   memset(sqe, 0, sizeof(*sqe));
@@ -74,23 +97,6 @@ static bool handed_out(weft__shard *sh, struct io_uring_sqe **sqes, unsigned n)
         return false;
   }
   return true;
-}
-
-/* Turns every SQE handed out and not taken into a NOP nobody waits for, when
- * the call that should take them fails before submitting - whatever the
- * caller passed, a bad array included: nothing the caller prepared and gave
- * up on may still run and write into its memory. */
-static void abandon_handed_out(weft__shard *sh)
-{
-  if (!sh)
-    return;
-  struct io_uring_sq *sq = &sh->ring.sq;
-  for (unsigned i = 1; i <= sh->uring_unadopted; i++) {
-    struct io_uring_sqe *sqe = &sq->sqes[(sq->sqe_tail - i) & sq->ring_mask];
-    io_uring_prep_nop(sqe);
-    io_uring_sqe_set_data64(sqe, WEFT__UD_IGNORE);
-  }
-  sh->uring_unadopted = 0;
 }
 
 int weft_uring_wait(struct io_uring_sqe **sqes, unsigned n, unsigned *cqe_flags, int64_t deadline)

@@ -45,7 +45,9 @@ extern "C" {
 /* A zeroed SQE on the calling coroutine's shard ring, or NULL on a plain
  * thread, or when the ring has no room even after submitting what is queued,
  * or when the SQ is full of this chain's own SQEs (a chain cannot be longer
- * than weft_config.ring_entries). */
+ * than weft_config.ring_entries). A NULL in the middle of a chain gives the
+ * chain up: the SQEs already handed out for it are turned into NOPs, so
+ * none of them ever runs, and a weft_uring_wait of them is -EINVAL. */
 WEFT_API struct io_uring_sqe *weft_uring_sqe(void);
 
 /* Submits the n SQEs (taken in order from weft_uring_sqe, n >= 1) and waits

@@ -327,6 +327,55 @@ Test(uring, long_chain_gets_the_whole_sq, .timeout = 15)
   rt_assert_clean();
 }
 
+/* A chain longer than the SQ cannot be had: the NULL that says so gives up
+ * what was handed out of it. Here the chain's head is a read into this
+ * frame; the caller gives up (even passing the SQEs it got is refused),
+ * and the next submissions must not run the read. */
+static void *chain_too_long_main(void *arg)
+{
+  (void)arg;
+  int p[2];
+  CO_EQ(io_pipe(p), 0);
+  char buf[4] = "----";
+  struct io_uring_sqe *s[5];
+  int got = 0;
+  for (; got < 5 && (s[got] = weft_uring_sqe()) != NULL; got++) {
+    if (got == 0)
+      io_uring_prep_read(s[got], p[0], buf, sizeof(buf), (uint64_t)-1);
+    else
+      io_uring_prep_nop(s[got]);
+    s[got]->flags |= IOSQE_IO_LINK;
+  }
+  CO_EQ(got, 4);
+  CO_EQ(weft_uring_wait(s, (unsigned)got, NULL, WEFT_NO_DEADLINE), -EINVAL);
+  CO_EQ(weft_nop(), 0);
+  CO_EQ(write(p[1], "data", 4), 4);
+  CO_EQ(weft_nop(), 0);
+  weft_sleep(WEFT_MSEC);
+  CO_CHECK(memcmp(buf, "----", 4) == 0);
+  char back[4];
+  CO_EQ(fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
+  CO_EQ(read(p[0], back, sizeof(back)), 4); /* the data nobody read */
+  /* The ring is whole: a chain that fits runs. */
+  s[0] = weft_uring_sqe();
+  CO_CHECK(s[0] != NULL);
+  if (s[0]) {
+    io_uring_prep_nop(s[0]);
+    CO_EQ(weft_uring_wait(s, 1, NULL, WEFT_NO_DEADLINE), 0);
+  }
+  io_close_pipe(p);
+  return NULL;
+}
+
+Test(uring, chain_longer_than_the_sq_runs_nothing, .timeout = 15)
+{
+  weft_config c;
+  rt_cfg(&c, 1);
+  c.ring_entries = 4;
+  io_run_cfg(&c, chain_too_long_main, NULL);
+  rt_assert_clean();
+}
+
 /* weft_uring_sqe() + weft_uring_multishot_begin() is a complete hand-over
  * too: afterwards weft_uring_sqe() must still submit what is queued when
  * the SQ is full (and not act as if a chain were still open). */
