@@ -72,7 +72,9 @@ WEFT_API int weft_spawn(weft_task **t, const weft_spawn_opts *o, void *(*fn)(voi
  *
  * If the joining task is cancelled while it waits, t is cancelled too and the
  * join still waits for t to return (t may be using memory the joiner lent it),
- * then returns -ECANCELED. So after 0 or -ECANCELED, t is over and the handle
+ * then returns -ECANCELED. A join that has nothing to wait for (t has
+ * returned already) gives t's own outcome, 0 or -ECANCELED, even in a
+ * cancelled task. So after 0 or -ECANCELED, t is over and the handle
  * is gone. Inside a deadline scope (weft_deadline_push) the join can end with
  * -ETIMEDOUT as weft_join_dl does. */
 WEFT_API int weft_join(weft_task *t, void **ret);

@@ -783,3 +783,32 @@ Test(runtime, cancelled_joiner_cancels_and_waits_for_the_target, .timeout = 20)
   weft_event_destroy(ev);
 }
 
+
+/* A cancelled task joining one that has returned already has nothing to
+ * wait for: it gets that task's own outcome and result. */
+static void *returns_46(void *arg)
+{
+  atomic_store((atomic_int *)arg, 1);
+  return (void *)(intptr_t)46;
+}
+
+static void *join_finished_main(void *arg)
+{
+  (void)arg;
+  atomic_int done = 0;
+  weft_task *t;
+  CO_EQ(rt_spawn(&t, WEFT_PLACE_PINNED, 0, returns_46, &done), 0);
+  CO_CHECK(RT_POLL(atomic_load(&done) == 1 && rt_dump_count(NULL, "task ") == 1));
+  CO_EQ(weft_cancel(weft_task_self()), 0);
+  void *v = NULL;
+  CO_EQ(weft_join(t, &v), 0);
+  CO_EQ((intptr_t)v, 46);
+  CO_EQ(weft_yield(), -ECANCELED); /* cancelled all the same */
+  return NULL;
+}
+
+Test(runtime, cancelled_joiner_of_a_finished_task_gets_its_outcome, .timeout = 20)
+{
+  rt_run(2, join_finished_main, NULL);
+  rt_assert_clean();
+}
