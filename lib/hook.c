@@ -167,9 +167,9 @@ HOOK ssize_t read(int fd, void *buf, size_t n)
   return libc_result(weft_read(fd, buf, n));
 }
 
-/* A blocking write(2), send(2) or writev(2) returns once all of it is
- * written (a signal may stop it part-way); io_uring's transfer returns what
- * fit. So these go on until all of it is written, and an error after part
+/* A blocking write(2), writev(2), send(2), sendto(2) or sendmsg(2) on a
+ * stream returns once all of it is written (a signal may stop it
+ * part-way); io_uring's transfer returns what fit. So these go on until all of it is written, and an error after part
  * of it went out reports the part, as an interrupted write(2) does (the
  * next call then meets the error). */
 #define AS_WRITE (-1) /* write_fully's flags for write(2), not send(2) */
@@ -214,29 +214,36 @@ HOOK ssize_t readv(int fd, const struct iovec *iov, int cnt)
   return libc_result(weft_readv(fd, iov, cnt));
 }
 
-HOOK ssize_t writev(int fd, const struct iovec *iov, int cnt)
+/* After a gathering write of `first` bytes (>= 0, or -errno): the rest of
+ * iov[0, cnt), piece by piece, with write_fully's `flags`. Returns libc's
+ * result for the whole call. */
+static ssize_t write_rest(int fd, const struct iovec *iov, size_t cnt, ssize_t first, int flags)
 {
-  if (!in_coroutine() || never_waits(fd, 0))
-    return CALL_NEXT(writev, fd, iov, cnt);
-  ssize_t r = weft_writev(fd, iov, cnt);
-  if (r < 0)
-    return libc_result(r);
-  /* The rest, piece by piece, after a partial write. */
-  size_t done = (size_t)r, skip = done;
+  if (first < 0)
+    return libc_result(first);
+  size_t done = (size_t)first, skip = done;
   int e = 0;
-  for (int i = 0; i < cnt && e == 0; i++) {
+  for (size_t i = 0; i < cnt && e == 0; i++) {
     if (skip >= iov[i].iov_len) {
       skip -= iov[i].iov_len;
       continue;
     }
     size_t before = done;
-    e = write_fully(fd, (const char *)iov[i].iov_base + skip, iov[i].iov_len - skip, AS_WRITE,
+    e = write_fully(fd, (const char *)iov[i].iov_base + skip, iov[i].iov_len - skip, flags,
                     &done);
     if (e == 0 && done - before < iov[i].iov_len - skip)
       break; /* a write of 0: nothing more can go */
     skip = 0;
   }
   return part_or_error(done, e);
+}
+
+HOOK ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+  if (!in_coroutine() || never_waits(fd, 0))
+    return CALL_NEXT(writev, fd, iov, cnt);
+  ssize_t r = weft_writev(fd, iov, cnt);
+  return write_rest(fd, iov, r >= 0 ? (size_t)cnt : 0, r, AS_WRITE);
 }
 
 /* ---- sockets ------------------------------------------------------------------------ */
@@ -270,7 +277,10 @@ HOOK ssize_t sendto(int fd, const void *buf, size_t n, int flags, __CONST_SOCKAD
 {
   if (!in_coroutine() || never_waits(fd, flags))
     return CALL_NEXT(sendto, fd, buf, n, flags, SA(addr), len);
-  return libc_result(weft_sendto(fd, buf, n, flags, SA(addr), len));
+  /* The address only matters to the first round: what a stream socket
+   * has not taken of it goes as send(2) would. */
+  struct iovec one = {.iov_base = (void *)buf, .iov_len = n};
+  return write_rest(fd, &one, 1, weft_sendto(fd, buf, n, flags, SA(addr), len), flags);
 }
 
 /* weft_recvmsg always makes received descriptors close-on-exec; recvmsg(2)
@@ -308,7 +318,10 @@ HOOK ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
   if (!in_coroutine() || never_waits(fd, flags))
     return CALL_NEXT(sendmsg, fd, msg, flags);
-  return libc_result(weft_sendmsg(fd, msg, flags));
+  /* Control data (descriptors, credentials) goes with the first round
+   * only; a stream socket's remaining bytes follow as send(2)s. */
+  ssize_t r = weft_sendmsg(fd, msg, flags);
+  return write_rest(fd, msg->msg_iov, r >= 0 ? msg->msg_iovlen : 0, r, flags);
 }
 
 /* weft_accept always asks for SOCK_CLOEXEC; accept(2) gives exactly the

@@ -192,6 +192,31 @@ ssize_t legacy_writev(int fd, const char *buf, size_t n)
   return r < 0 ? -errno : r;
 }
 
+ssize_t legacy_sendto(int fd, const char *buf, size_t n)
+{
+  ssize_t r = sendto(fd, buf, n, 0, NULL, 0);
+  return r < 0 ? -errno : r;
+}
+
+ssize_t legacy_sendmsg_fd(int fd, const char *buf, size_t n, int pass_fd)
+{
+  struct iovec iov[2] = {{(void *)buf, n / 2}, {(void *)(buf + n / 2), n - n / 2}};
+  union {
+    char buf[CMSG_SPACE(sizeof(int))];
+    struct cmsghdr align;
+  } ctl;
+  memset(&ctl, 0, sizeof(ctl));
+  struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 2, .msg_control = ctl.buf,
+                       .msg_controllen = sizeof(ctl.buf)};
+  struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+  ssize_t r = sendmsg(fd, &msg, 0);
+  return r < 0 ? -errno : r;
+}
+
 int legacy_recv_fd(int sock, int flags)
 {
   char byte;

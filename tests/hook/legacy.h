@@ -30,11 +30,14 @@ int legacy_accept(int lfd, int flags);
  * writing side, recvfrom the reply until EOF into reply[cap]; its length or
  * -errno. */
 ssize_t legacy_client(uint16_t port, const char *msg, char *reply, size_t cap);
-/* write(2), send(2) (flags 0) and writev(2) (two halves) of buf[n]: the
- * result of the one call, or -errno. */
+/* write(2), send(2) (flags 0), writev(2) (two halves), sendto(2) (no
+ * address) and sendmsg(2) (two halves, and descriptor pass_fd with
+ * SCM_RIGHTS) of buf[n]: the result of the one call, or -errno. */
 ssize_t legacy_write(int fd, const char *buf, size_t n);
 ssize_t legacy_send(int fd, const char *buf, size_t n);
 ssize_t legacy_writev(int fd, const char *buf, size_t n);
+ssize_t legacy_sendto(int fd, const char *buf, size_t n);
+ssize_t legacy_sendmsg_fd(int fd, const char *buf, size_t n, int pass_fd);
 /* recvmsg(2) of one byte and one descriptor (SCM_RIGHTS) with flags: the
  * descriptor, or -errno (-ENOMSG if none came). */
 int legacy_recv_fd(int sock, int flags);

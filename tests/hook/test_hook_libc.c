@@ -2,8 +2,9 @@
 /*
  * Suite "hook", continued: where the hooked call must give exactly what
  * libc gives. A poll (or ppoll, select) with no time to wait answers
- * "ready now?" as poll(2) does; a blocking write, send or writev returns
- * once all of it is written; recvmsg makes received descriptors
+ * "ready now?" as poll(2) does; a blocking write, send, writev, sendto or
+ * sendmsg on a stream returns once all of it is written (control data sent
+ * once); recvmsg makes received descriptors
  * close-on-exec only when asked; select takes a tv_usec of a second or
  * more, as Linux does; a poll listing a descriptor twice waits for the
  * events of both entries.
@@ -65,16 +66,34 @@ Test(hook, a_poll_with_no_time_to_wait_answers_as_libc, .timeout = 30)
 struct slow_reader {
   int fd;
   size_t got;
+  int fds; /* descriptors received (and closed) */
 };
 
 /* A plain thread reading in small pieces with pauses: the writer fills the
- * socket buffer again and again. */
+ * socket buffer again and again. It takes descriptors passed along too. */
 static void *slow_reader(void *arg)
 {
   struct slow_reader *s = arg;
   char buf[16384];
   ssize_t n;
-  while ((n = read(s->fd, buf, sizeof(buf))) > 0) {
+  for (;;) {
+    union {
+      char b[CMSG_SPACE(4 * sizeof(int))];
+      struct cmsghdr align;
+    } ctl;
+    struct iovec iov = {buf, sizeof(buf)};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
+                         .msg_controllen = sizeof(ctl.b)};
+    if ((n = recvmsg(s->fd, &msg, MSG_CMSG_CLOEXEC)) <= 0)
+      break;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+      for (size_t i = 0; c->cmsg_type == SCM_RIGHTS && i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+           i++) {
+        int fd;
+        memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
+        close(fd);
+        s->fds++;
+      }
     s->got += (size_t)n;
     usleep(200);
   }
@@ -86,7 +105,7 @@ static void *big_writes_main(void *arg)
   (void)arg;
   char *buf = calloc(1, BIG_WRITE);
   CO_CHECK(buf != NULL);
-  for (int way = 0; way < 3; way++) {
+  for (int way = 0; way < 5; way++) {
     int sv[2];
     CO_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
     struct slow_reader s = {.fd = sv[1]};
@@ -94,11 +113,14 @@ static void *big_writes_main(void *arg)
     CO_EQ(pthread_create(&th, NULL, slow_reader, &s), 0);
     ssize_t r = way == 0   ? legacy_write(sv[0], buf, BIG_WRITE)
                 : way == 1 ? legacy_send(sv[0], buf, BIG_WRITE)
-                           : legacy_writev(sv[0], buf, BIG_WRITE);
+                : way == 2 ? legacy_writev(sv[0], buf, BIG_WRITE)
+                : way == 3 ? legacy_sendto(sv[0], buf, BIG_WRITE)
+                           : legacy_sendmsg_fd(sv[0], buf, BIG_WRITE, sv[0]);
     CO_EQ(r, (ssize_t)BIG_WRITE);
     close(sv[0]);
     pthread_join(th, NULL);
     CO_EQ(s.got, BIG_WRITE);
+    CO_EQ(s.fds, way == 4 ? 1 : 0); /* control data went once */
     close(sv[1]);
   }
   free(buf);
