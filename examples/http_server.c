@@ -20,7 +20,8 @@
  * 8 KiB gets 431, an unsupported version 505, a request body (bodies are
  * read and dropped) over 1 MiB 413, Transfer-Encoding 501; each of those
  * closes the connection. A connection idle for --idle-ms (default 10000)
- * between requests - or slower than that sending one - is closed.
+ * between requests - or slower than that sending one, or reading 1 MiB of a
+ * file - is closed.
  *
  * --port 0 (the default) = any free port, printed as "listening on PORT".
  * SIGINT/SIGTERM stop it cleanly (exit 0). Listening, accepting and stopping
@@ -54,6 +55,7 @@
 #define HEAD_MAX 8192          /* the whole header section */
 #define MAX_HEADERS 100
 #define BODY_MAX (1 << 20)     /* request bodies are read and dropped up to this */
+#define COPY_PIECE (1 << 20)   /* a file goes out in pieces of this, each within --idle-ms */
 
 /* What every connection reads; set in main before the runtime starts. */
 struct config {
@@ -314,13 +316,16 @@ static int serve_file(struct conn *c, const struct request *q, const char *name,
   if (!head_only && st.st_size > 0) {
     /* The head must be on the wire before the file's bytes. */
     int64_t off = 0;
-    ssize_t n = weft_writer_flush(c->w);
-    if (n == 0)
-      n = weft_copy_dl(fd, &off, c->fd, (size_t)st.st_size, NULL, weft_now() + g_cfg.idle);
-    /* A file that shrank meanwhile leaves the answer short: only closing
-     * tells the client. */
-    if (n != (ssize_t)st.st_size)
-      rc = -1;
+    rc = weft_writer_flush(c->w) == 0 ? 0 : -1;
+    /* In pieces, each with the idle time: the limit is on a client that
+     * stops reading, not on the length of a download. A file that shrank
+     * meanwhile leaves the answer short: only closing tells the client. */
+    while (rc == 0 && off < st.st_size) {
+      int64_t left = st.st_size - off;
+      size_t piece = left < COPY_PIECE ? (size_t)left : COPY_PIECE;
+      if (weft_copy_dl(fd, &off, c->fd, piece, NULL, weft_now() + g_cfg.idle) != (ssize_t)piece)
+        rc = -1;
+    }
   }
   weft_close(fd);
   return rc;
@@ -351,14 +356,20 @@ static int respond(struct conn *c, struct request *q)
 }
 
 /* Is a whole request head already buffered? Then its answer can wait to
- * go out with this one; otherwise flush now, before the next read waits. */
+ * go out with this one; otherwise flush now, before the next read waits.
+ * The blank lines a client may send before a request line (RFC 7230 3.5)
+ * are not a head's end: read_head skips them and waits for what follows. */
 static bool head_buffered(struct conn *c)
 {
   size_t n = weft_reader_buffered(c->r);
   const void *p = NULL;
   if (n == 0 || weft_reader_peek(c->r, n, &p) < (ssize_t)n || !p)
     return false;
-  return memmem(p, n, "\n\r\n", 3) || memmem(p, n, "\n\n", 2);
+  const char *b = p;
+  size_t i = 0;
+  while (i < n && (b[i] == '\r' || b[i] == '\n'))
+    i++;
+  return memmem(b + i, n - i, "\n\r\n", 3) || memmem(b + i, n - i, "\n\n", 2);
 }
 
 /* Closing after an error answer while the client may still be sending: a

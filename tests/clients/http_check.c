@@ -4,9 +4,11 @@
  * sockets: pipelining, keep-alive and close rules, every error status, size
  * limits, the idle timeout. The server must serve a --dir holding hello.txt
  * = "hello file\n" and run with a short --idle-ms (the idle check waits for
- * it, bounded by a 20 s receive timeout).
+ * it, bounded by a 20 s receive timeout), and big.bin of 32 MiB for a slow
+ * download. With "patient", against a server with an --idle-ms of 20 s,
+ * it checks what must be answered long before that.
  *
- *   http_check PORT          exit 0 pass, 1 fail
+ *   http_check PORT [patient]   exit 0 pass, 1 fail
  */
 #include "wire.h"
 
@@ -15,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #define CAP (1 << 20)
 
@@ -219,10 +223,78 @@ static void check_idle(void)
   CHECK(len == 0, "half-sent request: %zd bytes or a timeout", len);
 }
 
+/* A download that takes longer than the idle time is not cut off while
+ * the client keeps reading: here big.bin (BIG_FILE bytes) read at about
+ * 10 MiB/s, three times the server's --idle-ms of 1 s in all, with every
+ * MiB well within it. */
+#define BIG_FILE (32 << 20)
+
+static void check_slow_download(void)
+{
+  int fd = wire_connect(port, 20000);
+  CHECK(fd >= 0, "connect failed");
+  if (fd < 0)
+    return;
+  static const char req[] = "GET /file/big.bin HTTP/1.1\r\nConnection: close\r\n\r\n";
+  CHECK(wire_send(fd, req, sizeof(req) - 1) == 0, "send failed");
+  size_t got = 0, next_pause = 1 << 20;
+  for (;;) {
+    ssize_t n = recv(fd, buf, 128 << 10, 0);
+    if (n <= 0)
+      break;
+    got += (size_t)n;
+    if (got >= next_pause) {
+      usleep(100 * 1000);
+      next_pause += 1 << 20;
+    }
+  }
+  close(fd);
+  /* The head, then every byte of the file. */
+  CHECK(got > BIG_FILE && got < BIG_FILE + 512, "slow download: %zu bytes of %d", got, BIG_FILE);
+}
+
+/* "patient" mode, against a server with a long --idle-ms (20 s): blank
+ * lines after a request (which a client may send, RFC 9112 2.2) must not
+ * hold its answer back until the idle time ends - the answer comes while
+ * the connection is open (10 s receive timeout), and a second request on
+ * it is answered too. */
+static void check_blank_lines_after_a_request(void)
+{
+  int fd = wire_connect(port, 10000);
+  CHECK(fd >= 0, "connect failed");
+  if (fd < 0)
+    return;
+  static const char req[] = "GET / HTTP/1.1\r\n\r\n\r\n\r\n";
+  CHECK(wire_send(fd, req, sizeof(req) - 1) == 0, "send failed");
+  for (int i = 0; i < 2; i++) {
+    size_t len = 0, pos = 0;
+    struct response r;
+    while (len < sizeof(buf) && next_response(len, &pos, false, &r) != 0) {
+      ssize_t n = recv(fd, buf + len, sizeof(buf) - len, 0);
+      if (n <= 0)
+        break;
+      len += (size_t)n;
+    }
+    pos = 0;
+    CHECK(next_response(len, &pos, false, &r) == 0 && r.status == 200,
+          "answer %d held back (%zu bytes before a timeout or close)", i, len);
+    static const char again[] = "GET / HTTP/1.1\r\n\r\n";
+    if (i == 0)
+      CHECK(wire_send(fd, again, sizeof(again) - 1) == 0, "second send failed");
+  }
+  close(fd);
+}
+
 int main(int argc, char **argv)
 {
+  if (argc == 3 && strcmp(argv[2], "patient") == 0) {
+    port = argv[1];
+    check_blank_lines_after_a_request();
+    printf("http_check patient: %s\n", failures ? "FAILED" : "all checks passed");
+    return failures ? 1 : 0;
+  }
   if (argc != 2) {
-    fprintf(stderr, "usage: %s PORT\n", argv[0]);
+    fprintf(stderr, "usage: %s PORT [patient]\n", argv[0]);
     return 2;
   }
   port = argv[1];
@@ -231,6 +303,7 @@ int main(int argc, char **argv)
   check_connection_rules();
   check_errors();
   check_idle();
+  check_slow_download();
   printf("http_check: %s\n", failures ? "FAILED" : "all checks passed");
   return failures ? 1 : 0;
 }

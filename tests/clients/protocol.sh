@@ -13,8 +13,12 @@ checker=$3
 mkdir "$TMP/www"
 printf 'hello file\n' >"$TMP/www/hello.txt"
 case $mode in
-  http) start_server "$server" --shards 2 --dir "$TMP/www" --idle-ms 1000
-        timeout 200 "$checker" "$PORT" || fail "http_check failed" ;;
+  http) truncate -s 32M "$TMP/www/big.bin"
+        start_server "$server" --shards 2 --dir "$TMP/www" --idle-ms 1000
+        timeout 200 "$checker" "$PORT" || fail "http_check failed"
+        stop_server
+        start_server "$server" --shards 2 --dir "$TMP/www" --idle-ms 20000
+        timeout 200 "$checker" "$PORT" patient || fail "http_check patient failed" ;;
   resp) start_server "$server" --shards 2
         timeout 200 "$checker" "$PORT" || fail "resp_check failed" ;;
   fuzz-http) start_server "$server" --shards 2 --dir "$TMP/www" --idle-ms 2000
