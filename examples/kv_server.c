@@ -677,6 +677,39 @@ static void linger_close(struct conn *c)
   }
 }
 
+/* Is the next command wholly buffered? Then its reply can go out with the
+ * ones before it; otherwise flush them now, before read_command waits for
+ * the rest - a client may wait for a reply before it sends more. A
+ * malformed start counts as whole: read_command answers it without
+ * reading further. */
+static bool command_buffered(struct conn *c)
+{
+  size_t n = weft_reader_buffered(c->r);
+  const void *peeked = NULL;
+  if (n == 0 || weft_reader_peek(c->r, n, &peeked) < (ssize_t)n || !peeked)
+    return false;
+  const char *p = peeked, *end = p + n, *nl;
+  if (*p != '*')
+    return memchr(p, '\n', n) != NULL;
+  long long count, len;
+  if (!(nl = memchr(p, '\n', n)))
+    return false;
+  if (!parse_len_line(p + 1, (size_t)(nl - p), &count))
+    return true;
+  p = nl + 1;
+  for (long long i = 0; i < count; i++) {
+    if (!(nl = memchr(p, '\n', (size_t)(end - p))))
+      return false;
+    if (*p != '$' || !parse_len_line(p + 1, (size_t)(nl - p), &len) || len < 0 || len > MAX_BULK)
+      return true;
+    p = nl + 1;
+    if ((unsigned long long)(end - p) < (unsigned long long)len + 2)
+      return false;
+    p += len + 2;
+  }
+  return true;
+}
+
 static void serve(struct conn *c)
 {
   for (;;) {
@@ -696,7 +729,7 @@ static void serve(struct conn *c)
     if (c->quit)
       break;
     /* Answers to pipelined commands go out together. */
-    if (weft_reader_buffered(c->r) == 0 && weft_writer_flush(c->w) < 0)
+    if (!command_buffered(c) && weft_writer_flush(c->w) < 0)
       return;
   }
   weft_writer_flush(c->w);

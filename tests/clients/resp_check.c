@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #define CAP (8 << 20)
 
@@ -166,6 +168,44 @@ static void check_data(void)
   free(want);
 }
 
+/* Reads on fd until exactly want has come (10 s receive timeout). */
+static bool receive_exactly(int fd, const char *want)
+{
+  size_t wn = strlen(want), got = 0;
+  while (got < wn) {
+    ssize_t n = recv(fd, buf + got, wn - got, 0);
+    if (n <= 0)
+      break;
+    got += (size_t)n;
+  }
+  return got == wn && memcmp(buf, want, wn) == 0;
+}
+
+/* A command, then the start of the next one: the first reply must not wait
+ * for the rest (a client may wait for it before sending more), inline or
+ * in RESP arrays. kv_server has no idle timeout: a reply held back would be
+ * held for good, and the receive times out. */
+static void check_partial_next_command(void)
+{
+  static const char *const parts[][4] = {
+      {"SET pk v\r\nGET", "+OK\r\n", " pk\r\n", "$1\r\nv\r\n"},
+      {"*1\r\n$4\r\nPING\r\n*2\r\n$3\r\nGE", "+PONG\r\n", "T\r\n$2\r\npk\r\n", "$1\r\nv\r\n"},
+      {"PING\r\n*2\r\n$3\r\nGET\r\n$2\r\np", "+PONG\r\n", "k\r\n", "$1\r\nv\r\n"},
+  };
+  for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+    int fd = wire_connect(port, 10000);
+    CHECK(fd >= 0, "connect failed");
+    if (fd < 0)
+      return;
+    CHECK(wire_send(fd, parts[i][0], strlen(parts[i][0])) == 0, "send failed");
+    CHECK(receive_exactly(fd, parts[i][1]), "case %zu: no %.10s before the rest came", i,
+          parts[i][1]);
+    CHECK(wire_send(fd, parts[i][2], strlen(parts[i][2])) == 0, "send failed");
+    CHECK(receive_exactly(fd, parts[i][3]), "case %zu: second reply", i);
+    close(fd);
+  }
+}
+
 int main(int argc, char **argv)
 {
   if (argc != 2) {
@@ -176,6 +216,7 @@ int main(int argc, char **argv)
   check_commands();
   check_errors();
   check_data();
+  check_partial_next_command();
   printf("resp_check: %s\n", failures ? "FAILED" : "all checks passed");
   return failures ? 1 : 0;
 }
