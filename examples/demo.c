@@ -235,11 +235,12 @@ static void print_stats(void)
   printf("  kernel:  %llu parks, %llu io_uring_enter calls, %llu CQEs\n",
          (unsigned long long)s.parks, (unsigned long long)s.enters,
          (unsigned long long)s.cqes);
-  printf("  rings:   %u SQ entries in all; flags on every shard:%s%s%s%s%s\n",
+  printf("  rings:   %u SQ entries in all; flags on every shard:%s%s%s%s%s%s\n",
          s.ring_entries, s.ring_flags & WEFT_RING_SINGLE_ISSUER ? " SINGLE_ISSUER" : "",
          s.ring_flags & WEFT_RING_DEFER_TASKRUN ? " DEFER_TASKRUN" : "",
          s.ring_flags & WEFT_RING_COOP_TASKRUN ? " COOP_TASKRUN" : "",
          s.ring_flags & WEFT_RING_SUBMIT_ALL ? " SUBMIT_ALL" : "",
+         s.ring_flags & WEFT_RING_TASKRUN_FLAG ? " TASKRUN_FLAG" : "",
          s.ring_flags ? "" : " none");
 }
 

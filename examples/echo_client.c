@@ -22,6 +22,8 @@
  */
 #include <weft.h>
 
+#include "args.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -183,18 +185,26 @@ int main(int argc, char **argv)
     {"shards", required_argument, NULL, 's'},
     {NULL, 0, NULL, 0},
   };
+  long long conns = cl.conns, msgs = cl.msgs, size = (long long)cl.size, nshards = shards;
+  bool ok = true;
   int c;
-  while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+  while (ok && (c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
     switch (c) {
     case 'h': cl.host = optarg; break;
     case 'p': cl.port = optarg; break;
-    case 'c': cl.conns = atoi(optarg); break;
-    case 'm': cl.msgs = atol(optarg); break;
-    case 'z': cl.size = (size_t)strtoul(optarg, NULL, 10); break;
-    case 's': shards = atoi(optarg); break;
+    case 'c': ok = arg_number(optarg, 1, 100000, &conns); break;
+    case 'm': ok = arg_number(optarg, 1, 100000000, &msgs); break;
+    case 'z': ok = arg_number(optarg, 1, 64 << 20, &size); break;
+    case 's': ok = arg_number(optarg, 0, WEFT_MAX_SHARDS, &nshards); break;
     default: return usage(argv[0]);
     }
   }
+  if (!ok)
+    return usage(argv[0]);
+  cl.conns = (int)conns;
+  cl.msgs = (long)msgs;
+  cl.size = (size_t)size;
+  shards = (int)nshards;
   /* Bounds that keep the latency table (8 bytes per round trip) sane. */
   if (optind != argc || cl.conns < 1 || cl.conns > 100000 || cl.msgs < 1 ||
       (double)cl.conns * (double)cl.msgs > 1e8 || cl.size < 1 || cl.size > (64u << 20) ||

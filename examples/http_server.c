@@ -36,6 +36,7 @@
 #endif
 #include <weft.h>
 
+#include "args.h"
 #include "serve.h"
 
 #include <errno.h>
@@ -445,13 +446,13 @@ static void *new_conn(int fd)
 }
 
 static const char *g_dir;
-static long g_idle_ms = 10000;
+static long long g_idle_ms = 10000;
 
 static int on_option(int c, const char *arg)
 {
   switch (c) {
   case 'd': g_dir = arg; return 0;
-  case 'i': g_idle_ms = atol(arg); return g_idle_ms > 0 && g_idle_ms <= 86400000L ? 0 : -1;
+  case 'i': return arg_number(arg, 1, 86400000L, &g_idle_ms) ? 0 : -1;
   default: return -1;
   }
 }

@@ -2,6 +2,8 @@
 /* The example servers' shared start and stop: see serve.h. */
 #include "serve.h"
 
+#include "args.h"
+
 #include <weft.h>
 
 #include <errno.h>
@@ -134,12 +136,16 @@ int serve_parse(struct serve *s, int argc, char **argv, const struct option *ext
   s->port = "0";
   s->shards = 0;
   bool ok = true;
+  long long v = 0;
   int c;
   while (ok && (c = getopt_long(argc, argv, "", all, NULL)) != -1) {
     switch (c) {
     case 'h': s->host = optarg; break;
     case 'p': s->port = optarg; break;
-    case 's': s->shards = atoi(optarg); break;
+    case 's':
+      ok = arg_number(optarg, 0, WEFT_MAX_SHARDS, &v);
+      s->shards = (int)v;
+      break;
     default: ok = c != '?' && on_extra && on_extra(c, optarg) >= 0; break;
     }
   }

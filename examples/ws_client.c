@@ -23,6 +23,8 @@
  */
 #include <weft.h>
 
+#include "args.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <stdatomic.h>
@@ -149,11 +151,13 @@ int main(int argc, char **argv)
       {"conns", required_argument, NULL, 'c'},    {"msgs", required_argument, NULL, 'm'},
       {"size", required_argument, NULL, 's'},     {"protocol", required_argument, NULL, 'p'},
       {"header", required_argument, NULL, 'H'},   {NULL, 0, NULL, 0}};
-  for (int c; (c = getopt_long(argc, argv, "", longs, NULL)) != -1;) {
+  long long conns = cl.conns, msgs = cl.msgs, size = (long long)cl.size;
+  bool ok = true;
+  for (int c; ok && (c = getopt_long(argc, argv, "", longs, NULL)) != -1;) {
     switch (c) {
-    case 'c': cl.conns = atoi(optarg); break;
-    case 'm': cl.msgs = atol(optarg); break;
-    case 's': cl.size = (size_t)strtoul(optarg, NULL, 10); break;
+    case 'c': ok = arg_number(optarg, 1, 100000, &conns); break;
+    case 'm': ok = arg_number(optarg, 0, 100000000, &msgs); break;
+    case 's': ok = arg_number(optarg, 0, 16 << 20, &size); break;
     case 'p':
       if (np == MAX_LIST)
         return usage();
@@ -167,8 +171,11 @@ int main(int argc, char **argv)
     default: return usage();
     }
   }
-  if (optind != argc - 1 || cl.conns < 1 || cl.msgs < 0 || cl.size > (16u << 20))
+  if (!ok || optind != argc - 1)
     return usage();
+  cl.conns = (int)conns;
+  cl.msgs = (long)msgs;
+  cl.size = (size_t)size;
   cl.url = argv[optind];
   weft_config cfg;
   weft_config_init(&cfg);

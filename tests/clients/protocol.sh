@@ -13,7 +13,12 @@ checker=$3
 mkdir "$TMP/www"
 printf 'hello file\n' >"$TMP/www/hello.txt"
 case $mode in
-  http) truncate -s 32M "$TMP/www/big.bin"
+  http) # Numbers must be whole: not atoi's reading of a prefix.
+        for bad in "--shards 3x" "--idle-ms 5abc" "--shards -1"; do
+          "$server" $bad >/dev/null 2>&1
+          [ $? -eq 2 ] || fail "$server accepted $bad"
+        done
+        truncate -s 32M "$TMP/www/big.bin"
         start_server "$server" --shards 2 --dir "$TMP/www" --idle-ms 1000
         timeout 200 "$checker" "$PORT" || fail "http_check failed"
         stop_server
