@@ -51,8 +51,11 @@ int weft_signal_open(const sigset_t *set)
 }
 
 /* One non-blocking read of a signal: its number, -EAGAIN if none is pending,
- * or -errno. */
-static int take_signal(int fd, struct signalfd_siginfo *info)
+ * or -errno. Never inlined: it runs after a suspension, possibly on another
+ * shard's thread, and inlined into its caller it would use the errno
+ * address the compiler took before the suspension (glibc declares
+ * __errno_location const) - the errno of the thread the task left. */
+__attribute__((noinline)) static int take_signal(int fd, struct signalfd_siginfo *info)
 {
   struct signalfd_siginfo si;
   int saved = errno, r;

@@ -10,7 +10,7 @@
  * Shard 0 runs a hog that sets errno and burns the CPU, checking its errno
  * after each burn and yielding between burns; a stealable mover, spawned
  * on shard 0, makes calls that wait (a pool call, a process wait, a
- * buffered printf that flushes to a slow pipe) with its own errno set to
+ * buffered printf that flushes to a slow pipe, a signal wait) with its own errno set to
  * another value. Woken while the hog burns, the mover sits in shard 0's
  * stealable queue until shard 1, kept awake, takes it (the stuck-queue
  * rule): the write of a restore left across the wait would land in the
@@ -27,6 +27,7 @@ extern char **environ;
 
 struct errno_run {
   void (*calls)(void);
+  void (*kick)(void);    /* if set, the hog's before each burn */
   atomic_bool mover_done, keeper_stop;
   atomic_int moves;      /* calls that returned on another shard */
   atomic_int clobbered;  /* hog burns after which errno was not its own */
@@ -36,6 +37,8 @@ static void *hog(void *arg)
 {
   struct errno_run *e = arg;
   while (!atomic_load(&e->mover_done)) {
+    if (e->kick)
+      e->kick();
     errno = 42;
     burn_us(200);
     if (errno != 42)
@@ -84,9 +87,9 @@ static void *errno_main(void *arg)
   return NULL;
 }
 
-static void run_errno(void (*calls)(void), bool expect_moves)
+static void run_errno_kicked(void (*calls)(void), void (*kick)(void), bool expect_moves)
 {
-  struct errno_run e = {.calls = calls};
+  struct errno_run e = {.calls = calls, .kick = kick};
   weft_config c;
   steal_cfg(&c);
   run_cfg(&c, errno_main, &e);
@@ -95,6 +98,11 @@ static void run_errno(void (*calls)(void), bool expect_moves)
                atomic_load(&e.clobbered), atomic_load(&e.moves));
   if (!expect_moves)
     cr_assert_eq(atomic_load(&e.moves), 0, "a task waiting for its child moved");
+}
+
+static void run_errno(void (*calls)(void), bool expect_moves)
+{
+  run_errno_kicked(calls, NULL, expect_moves);
 }
 
 /* A pool call (readlink runs on the blocking pool). */
@@ -157,4 +165,31 @@ Test(steal, a_flushing_printf_does_not_write_the_errno_of_a_thread_it_left, .tim
   close(printf_pipe[1]);
   pthread_join(th, NULL);
   close(printf_pipe[0]);
+}
+
+/* A signal wait, for the signal the hog sends before each burn: the wait
+ * ends while the hog burns, and the read that takes the signal comes after
+ * the suspension. */
+static int signal_fd = -1;
+
+static void send_signal(void)
+{
+  kill(getpid(), SIGUSR2);
+}
+
+static void signal_call(void)
+{
+  CO_EQ(weft_signal_wait_dl(signal_fd, NULL, weft_now() + 10 * WEFT_SEC), SIGUSR2);
+}
+
+Test(steal, a_signal_wait_does_not_write_the_errno_of_a_thread_it_left, .timeout = 60)
+{
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGUSR2);
+  cr_assert_eq(weft_signal_block(&set), 0); /* before the shard threads exist */
+  signal_fd = weft_signal_open(&set);
+  cr_assert_geq(signal_fd, 0);
+  run_errno_kicked(signal_call, send_signal, true);
+  close(signal_fd);
 }
