@@ -18,7 +18,10 @@ typedef struct weft__job {
   void *(*fn)(void *);
   void *arg;
   void *ret;
-  int state;                /* QUEUED, RUNNING, DONE (pool lock) */
+  /* QUEUED, RUNNING (pool lock), DONE (done_q.lock). Atomic: the pool
+   * thread sets RUNNING under the pool lock while a waiter reads it under
+   * done_q.lock - only DONE matters to that read, which the lock orders. */
+  _Atomic int state;
   weft__waitq done_q;       /* the coroutine waits here for DONE */
 } weft__job;
 
@@ -67,7 +70,7 @@ void weft__pool_term(weft__pool *p)
 static void finish(weft__job *j)
 {
   weft__spin_lock(&j->done_q.lock);
-  j->state = JOB_DONE; /* read by the waiter under done_q.lock */
+  atomic_store_explicit(&j->state, JOB_DONE, memory_order_relaxed); /* read under done_q.lock */
   weft__waiter *ready = weft__waitq_take(&j->done_q, INT64_MAX, NULL);
   weft__spin_unlock(&j->done_q.lock);
   weft__waiters_complete(ready, 0); /* wakes the shards through msg_ring */
@@ -97,7 +100,7 @@ static void *pool_thread(void *arg)
     if (!p->head)
       p->tail = NULL;
     p->queued--;
-    j->state = JOB_RUNNING;
+    atomic_store_explicit(&j->state, JOB_RUNNING, memory_order_relaxed);
     pthread_mutex_unlock(&p->lock);
 
     j->ret = j->fn(j->arg);
@@ -136,7 +139,7 @@ static int submit(weft__pool *p, weft__job *j)
     /* else: the threads there will get to it */
   }
   j->next = NULL;
-  j->state = JOB_QUEUED;
+  atomic_store_explicit(&j->state, JOB_QUEUED, memory_order_relaxed);
   if (p->tail)
     p->tail->next = j;
   else
@@ -153,7 +156,7 @@ static bool withdraw(weft__pool *p, weft__job *j)
 {
   bool taken = false;
   pthread_mutex_lock(&p->lock);
-  if (j->state == JOB_QUEUED) {
+  if (atomic_load_explicit(&j->state, memory_order_relaxed) == JOB_QUEUED) {
     weft__job **pp = &p->head, *prev = NULL;
     while (*pp && *pp != j) {
       prev = *pp;
@@ -178,7 +181,7 @@ static int wait_done(weft__job *j, int64_t deadline, bool bounded)
   weft__waiter_init(&w);
   w.uncancellable = !bounded;
   weft__spin_lock(&j->done_q.lock);
-  if (j->state == JOB_DONE) {
+  if (atomic_load_explicit(&j->state, memory_order_relaxed) == JOB_DONE) {
     weft__spin_unlock(&j->done_q.lock);
     return 0;
   }

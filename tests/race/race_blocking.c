@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * race_blocking: the blocking pool under ThreadSanitizer - jobs queued,
+ * taken by pool threads that come and go (an idle time of 1 ns), waited
+ * for with deadlines of microseconds that end some waits while their job is
+ * queued and others while it runs, and waiters cancelled in the middle.
+ *
+ * A job's state is written by the pool thread that takes it and read by
+ * the waiter deciding whether the job is done (lib/blocking.c); the two
+ * hold different locks, so the state itself must be safe to share.
+ *
+ * Checks: every wait ends with 0 and the job's own result, -ETIMEDOUT or
+ * -ECANCELED (the last only in a cancelled waiter, which then stops); each
+ * job the pool ran was counted once. Exit 0 pass, 1 fail, 77 without
+ * io_uring.
+ */
+#include "race_check.h"
+#include "weft.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#define WAITERS 8
+#define CALLS 300
+
+static atomic_int ran, finished, timed_out, cancelled;
+
+static void *job(void *arg)
+{
+  atomic_fetch_add(&ran, 1);
+  if ((intptr_t)arg % 3 == 0)
+    usleep(50);
+  return arg;
+}
+
+static void *waiter(void *arg)
+{
+  intptr_t id = (intptr_t)arg;
+  for (int i = 0; i < CALLS; i++) {
+    void *ret = NULL;
+    void *want = (void *)(id * 1000 + i);
+    int r = i % 4 == 0 ? weft_blocking_dl(job, want, &ret, weft_now() + 20 * WEFT_USEC)
+                       : weft_blocking(job, want, &ret);
+    CHECK(r == 0 || r == -ETIMEDOUT || r == -ECANCELED);
+    if (r == 0) {
+      CHECK(ret == want);
+      atomic_fetch_add(&finished, 1);
+    } else if (r == -ETIMEDOUT) {
+      atomic_fetch_add(&timed_out, 1);
+    } else {
+      atomic_fetch_add(&cancelled, 1);
+      return NULL;
+    }
+  }
+  return NULL;
+}
+
+static void *race_main(void *arg)
+{
+  (void)arg;
+  weft_task *t[WAITERS];
+  for (intptr_t i = 0; i < WAITERS; i++)
+    CHECK(weft_spawn(&t[i], NULL, waiter, (void *)(i + 1)) == 0);
+  weft_sleep(2 * WEFT_MSEC);
+  int c = weft_cancel(t[WAITERS - 1]);
+  CHECK(c == 0 || c == -ESRCH); /* it may have finished */
+  for (int i = 0; i < WAITERS; i++)
+    weft_join(t[i], NULL);
+  return NULL;
+}
+
+int main(void)
+{
+  weft_config cfg;
+  weft_config_init(&cfg);
+  cfg.shards = 2;
+  cfg.blocking_threads = 2;
+  cfg.blocking_idle_ns = 1;
+  int r = weft_run(&cfg, race_main, NULL, NULL);
+  if (r == -ENOSYS || r == -EPERM)
+    return 77;
+  CHECK(r == 0);
+  /* A timed-out job may still run, or have been dropped from the queue. */
+  CHECK(atomic_load(&ran) >= atomic_load(&finished));
+  int f = atomic_load(&failures);
+  printf("race_blocking: %d finished, %d timed out, %d cancelled, %d ran, %d failures\n",
+         atomic_load(&finished), atomic_load(&timed_out), atomic_load(&cancelled),
+         atomic_load(&ran), f);
+  return f == 0 ? 0 : 1;
+}
