@@ -53,8 +53,13 @@ static int wait_errno(pid_t pid, int *status, int64_t deadline)
   if (pid <= 0)
     return -EINVAL;
   int pidfd = pidfd_open_errno(pid);
+  /* As waitpid(2) says it: no such process (ESRCH), or a thread that is
+   * not a process leader (ENOENT since Linux 6.9, EINVAL before) - pid > 0
+   * was checked, so EINVAL can mean nothing else. */
+  if (pidfd == -ESRCH || pidfd == -ENOENT || pidfd == -EINVAL)
+    return -ECHILD;
   if (pidfd < 0)
-    return pidfd == -ESRCH ? -ECHILD : pidfd; /* as waitpid(2) says it */
+    return pidfd;
   /* Not our child: say so now rather than after it ends. */
   int r = try_wait(pidfd, NULL, true);
   /* Then the deadline and cancel rules, through the poll; a pidfd is

@@ -102,6 +102,23 @@ Test(process, exit_codes_and_signals_in_a_coroutine, .timeout = 30)
   rt_assert_clean();
 }
 
+
+/* A thread that tells its id, then waits until its pipe is closed. */
+struct idle_thread {
+  _Atomic pid_t tid;
+  int p[2];
+};
+
+static void *idle_thread(void *arg)
+{
+  struct idle_thread *it = arg;
+  atomic_store(&it->tid, gettid());
+  char c;
+  while (read(it->p[0], &c, 1) > 0)
+    ;
+  return NULL;
+}
+
 static void *gives_up_main(void *arg)
 {
   (void)arg;
@@ -136,6 +153,16 @@ static void *gives_up_main(void *arg)
   CO_EQ(weft_process_wait(getppid(), NULL), -ECHILD); /* alive, not ours */
   CO_EQ(weft_process_wait(pid, NULL), -ECHILD);       /* reaped */
   CO_EQ(weft_process_wait(0x3ffffff0, NULL), -ECHILD); /* above pid_max */
+  /* A thread of this process, not its leader, is no child either, though
+   * pidfd_open refuses it otherwise (ENOENT or EINVAL). */
+  struct idle_thread it = {.tid = 0};
+  CO_EQ(pipe2(it.p, O_CLOEXEC), 0);
+  pthread_t th;
+  CO_EQ(pthread_create(&th, NULL, idle_thread, &it), 0);
+  CO_CHECK(RT_POLL(atomic_load(&it.tid) != 0));
+  CO_EQ(weft_process_wait(atomic_load(&it.tid), NULL), -ECHILD);
+  io_close_pipe(it.p); /* the thread's read ends */
+  CO_EQ(pthread_join(th, NULL), 0);
 
   /* A cancelled task fails at once, the child ended or not. */
   pid = spawn_sh("exit 0", -1);
