@@ -97,13 +97,22 @@ static void *gai_run(void *arg)
 #define PORT_TOO_LARGE (-2) /* a number above 65535 */
 
 /* A decimal port 0..65535, PORT_NAME or PORT_TOO_LARGE. getaddrinfo would
- * take "99999" as port 34463 (it keeps the low 16 bits): refused here. */
+ * take "99999" as port 34463 (it keeps the low 16 bits): refused here - and
+ * so are " 99999" and "+99999", which it reads as numbers too (strtoul
+ * skips blanks and takes a sign). */
 static int numeric_port(const char *port)
 {
+  const char *p = port;
+  while (*p == ' ' || (*p >= '\t' && *p <= '\r'))
+    p++;
+  if (*p == '+' || *p == '-')
+    p++;
+  if (p != port)
+    return *p >= '0' && *p <= '9' ? PORT_TOO_LARGE : PORT_NAME;
   if (!*port)
     return PORT_NAME;
   long v = 0;
-  for (const char *p = port; *p; p++) {
+  for (; *p; p++) {
     if (*p < '0' || *p > '9')
       return PORT_NAME;
     if (v <= 65535)
@@ -230,6 +239,16 @@ static int setup_listener(int fd, const struct addrinfo *ai, int backlog, unsign
   return r;
 }
 
+/* Whether a listener or bound socket may go on to the host's next address
+ * after this error: only when this address cannot be had on this system at
+ * all (:: without IPv6). Any other error - an address in use, a port
+ * reserved - is the answer, or a wildcard listener would quietly end up on
+ * 0.0.0.0 beside another program's [::]. */
+static bool next_address_after(int err)
+{
+  return err == -EAFNOSUPPORT || err == -EADDRNOTAVAIL || err == -EPROTONOSUPPORT;
+}
+
 int weft_tcp_listen_opts(const char *host, const char *port, int backlog, unsigned flags)
 {
   if (flags & ~(WEFT_TCP_REUSEPORT | WEFT_TCP_V6ONLY))
@@ -238,19 +257,21 @@ int weft_tcp_listen_opts(const char *host, const char *port, int backlog, unsign
   int r = resolve(&lk, host, port, SOCK_STREAM, true, WEFT_NO_DEADLINE);
   if (r < 0)
     return r;
+  bool wild = !host || !*host;
   r = -ENOENT;
   for (const struct addrinfo *ai = lk.list; ai; ai = ai->ai_next) {
+    if (wild && (flags & WEFT_TCP_V6ONLY) && ai->ai_family != AF_INET6)
+      break; /* asked for IPv6 only: 0.0.0.0 is no answer */
     int fd = weft_socket(ai->ai_family, SOCK_STREAM, 0);
-    if (fd < 0) {
-      r = fd; /* e.g. -EAFNOSUPPORT for :: on a system without IPv6 */
-      continue;
-    }
-    r = setup_listener(fd, ai, backlog, flags);
+    r = fd < 0 ? fd : setup_listener(fd, ai, backlog, flags);
     if (r == 0) {
       r = fd;
       break;
     }
-    close_quiet(fd);
+    if (fd >= 0)
+      close_quiet(fd);
+    if (!next_address_after(r))
+      break;
   }
   lookup_free(&lk);
   return r;
@@ -311,12 +332,8 @@ int weft_udp_bind(const char *host, const char *port)
   r = -ENOENT;
   for (const struct addrinfo *ai = lk.list; ai; ai = ai->ai_next) {
     int fd = weft_socket(ai->ai_family, SOCK_DGRAM, 0);
-    if (fd < 0) {
-      r = fd;
-      continue;
-    }
-    r = 0;
-    if (wild && ai->ai_family == AF_INET6)
+    r = fd < 0 ? fd : 0;
+    if (r == 0 && wild && ai->ai_family == AF_INET6)
       r = set_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, 0); /* :: takes IPv4 too */
     if (r == 0)
       r = weft_bind(fd, ai->ai_addr, ai->ai_addrlen);
@@ -324,7 +341,10 @@ int weft_udp_bind(const char *host, const char *port)
       r = fd;
       break;
     }
-    close_quiet(fd);
+    if (fd >= 0)
+      close_quiet(fd);
+    if (!next_address_after(r))
+      break;
   }
   lookup_free(&lk);
   return r;

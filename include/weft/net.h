@@ -129,7 +129,10 @@ WEFT_API int weft_getsockname(int fd, struct sockaddr *addr, socklen_t *len);
 
 /* A listening TCP socket on host:port (SO_REUSEADDR). host NULL or "" = every
  * address (IPv6 wildcard taking IPv4 too where the system has IPv6, else
- * 0.0.0.0); port "0" = any free port (see weft_getsockname), NULL = "0".
+ * 0.0.0.0; with WEFT_TCP_V6ONLY only the IPv6 wildcard); port "0" = any free
+ * port (see weft_getsockname), NULL = "0". The host's next address is tried
+ * only when one cannot be had on this system (-EAFNOSUPPORT,
+ * -EADDRNOTAVAIL); another failure (-EADDRINUSE, -EACCES) is the result.
  * Names are resolved on the blocking pool (numeric hosts and ports are
  * parsed directly). Returns the descriptor, or -errno; name resolution
  * failures map to -ENOENT (no such host or address family), -EAGAIN (the
@@ -159,7 +162,8 @@ WEFT_API int weft_unix_listen(const char *path, int type, int backlog);
 WEFT_API int weft_unix_connect(const char *path, int type);
 WEFT_API int weft_unix_connect_dl(const char *path, int type, int64_t deadline);
 
-/* A UDP socket bound to host:port (host NULL = every address). */
+/* A UDP socket bound to host:port (host NULL = every address), with the
+ * address and port rules of weft_tcp_listen. */
 WEFT_API int weft_udp_bind(const char *host, const char *port);
 
 /* ---- multishot accept -------------------------------------------------------- */

@@ -517,7 +517,16 @@ static void *resolve_body(void *arg)
   c = weft_tcp_connect("::1", ps);
   CO_CHECK(c >= 0);
   close(c);
+  /* With [::] taken, a wildcard listener (or UDP socket) is -EADDRINUSE,
+   * not a listener on 0.0.0.0 instead: the wildcard means IPv6 here. */
+  CO_EQ(weft_tcp_listen(NULL, ps, 8), -EADDRINUSE);
+  CO_EQ(weft_tcp_listen_opts(NULL, ps, 8, WEFT_TCP_V6ONLY), -EADDRINUSE);
   close(l);
+  int u = weft_udp_bind("::", "0");
+  CO_CHECK(u >= 0);
+  snprintf(ps, sizeof(ps), "%d", port_of(u));
+  CO_EQ(weft_udp_bind(NULL, ps), -EADDRINUSE);
+  close(u);
   /* REUSEPORT: two listeners on one port. */
   int r1 = weft_tcp_listen_opts("127.0.0.1", "0", 8, WEFT_TCP_REUSEPORT);
   CO_CHECK(r1 >= 0);
@@ -541,6 +550,10 @@ static void *resolve_body(void *arg)
   CO_EQ(weft_tcp_listen("localhost", "65536", 1), -EINVAL);
   CO_EQ(weft_tcp_connect("127.0.0.1", "000000000000080000"), -EINVAL);
   CO_EQ(weft_udp_bind(NULL, "4294967297"), -EINVAL);
+  /* getaddrinfo reads a sign and leading blanks as part of a number. */
+  CO_EQ(weft_tcp_listen("127.0.0.1", "+99999", 1), -EINVAL);
+  CO_EQ(weft_tcp_listen("127.0.0.1", " 99999", 1), -EINVAL);
+  CO_EQ(weft_udp_bind("127.0.0.1", "\t+65536"), -EINVAL);
   int top = weft_tcp_listen("127.0.0.1", "65535", 1); /* the last port is one */
   CO_CHECK(top >= 0 || top == -EADDRINUSE);
   if (top >= 0) {
