@@ -179,12 +179,15 @@ int weft_socket(int domain, int type, int protocol)
   type |= SOCK_CLOEXEC;
   weft_task *t = weft__task_self();
   if (t && have_socket_op(t->shard)) {
+    /* An op that cannot start (a cancelled task, an ended deadline scope,
+     * a full SQ) is socket(2) below: the call never waits, so those rules
+     * are not its, as on kernels without the op. */
     weft__op op;
     struct io_uring_sqe *sqe = weft__op_begin(&op, WEFT_NO_DEADLINE);
-    if (!sqe)
-      return op.res;
-    io_uring_prep_socket(sqe, domain, type, protocol, 0);
-    return weft__op_wait(&op);
+    if (sqe) {
+      io_uring_prep_socket(sqe, domain, type, protocol, 0);
+      return weft__op_wait(&op);
+    }
   }
   int saved = errno;
   int r = socket(domain, type, protocol);

@@ -55,7 +55,8 @@ extern "C" {
 
 /* ---- the system calls ------------------------------------------------------ */
 
-/* socket(2), always with SOCK_CLOEXEC added. */
+/* socket(2), always with SOCK_CLOEXEC added. It never waits, so it works in
+ * a cancelled task and past a deadline scope's end as well. */
 WEFT_API int weft_socket(int domain, int type, int protocol);
 WEFT_API int weft_bind(int fd, const struct sockaddr *addr, socklen_t len);
 WEFT_API int weft_listen(int fd, int backlog);

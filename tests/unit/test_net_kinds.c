@@ -575,6 +575,37 @@ Test(net, resolve_and_listen, .timeout = 60)
   rt_assert_no_leaks();
 }
 
+/* socket(2) never waits: a cancelled task, or one past its deadline
+ * scope's end, still gets its socket, with the SOCKET op or without. */
+static void *socket_when_cancelled_body(void *arg)
+{
+  (void)arg;
+  for (int without_op = 0; without_op < 2; without_op++) {
+    atomic_store(&weft__net_refused, without_op ? WEFT__NET_NO_SOCKET_OP : 0);
+    int64_t saved = weft_deadline_push(weft_now() - 1);
+    int fd = weft_socket(AF_INET, SOCK_STREAM, 0);
+    CO_CHECK(fd >= 0);
+    close(fd);
+    weft_deadline_pop(saved);
+  }
+  CO_EQ(weft_cancel(weft_task_self()), 0);
+  for (int without_op = 0; without_op < 2; without_op++) {
+    atomic_store(&weft__net_refused, without_op ? WEFT__NET_NO_SOCKET_OP : 0);
+    int fd = weft_socket(AF_INET, SOCK_STREAM, 0);
+    CO_CHECK(fd >= 0);
+    close(fd);
+  }
+  atomic_store(&weft__net_refused, 0);
+  return NULL;
+}
+
+Test(net, socket_in_a_cancelled_task, .timeout = 30)
+{
+  rt_run(1, socket_when_cancelled_body, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
 /* The SOCKET op refused: socket(2) instead, same results. */
 static void *no_socket_op_body(void *arg)
 {
