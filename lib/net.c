@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <sys/time.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 /* io_uring carries a transfer's length in 32 bits. */
@@ -60,8 +61,33 @@ static ssize_t plain_once(const struct xfer *x, int flags)
   }
 }
 
+#define RETRY_PAUSE_MIN_NS (50 * WEFT_USEC)
+#define RETRY_PAUSE_MAX_NS (2 * WEFT_MSEC)
+
+/* Sleeps *pause (doubling it for next time, up to the maximum), cut short
+ * at the deadline: 0, or -ETIMEDOUT once the deadline has passed. */
+static int retry_pause(int64_t *pause, int64_t deadline)
+{
+  int64_t ns = *pause;
+  *pause = ns * 2 < RETRY_PAUSE_MAX_NS ? ns * 2 : RETRY_PAUSE_MAX_NS;
+  if (deadline >= 0) {
+    int64_t left = deadline - weft__now();
+    if (left <= 0)
+      return -ETIMEDOUT;
+    if (left < ns)
+      ns = left;
+  }
+  struct timespec ts = {.tv_sec = (time_t)(ns / WEFT_SEC), .tv_nsec = (long)(ns % WEFT_SEC)};
+  nanosleep(&ts, NULL); /* an interruption only shortens the pause */
+  return 0;
+}
+
 /* With a deadline every attempt is MSG_DONTWAIT and the waiting is poll(2)'s,
- * so the deadline holds even when another thread takes the data first. */
+ * so the deadline holds even when another thread takes the data first.
+ * When poll says ready and the transfer still finds nothing (an unconnected
+ * datagram socket polls writable whatever its destination's queue holds),
+ * there is nothing to wait for: the attempts go on with growing pauses
+ * rather than spinning. */
 static ssize_t plain_xfer(const struct xfer *x, int64_t deadline)
 {
   int saved = errno;
@@ -69,6 +95,8 @@ static ssize_t plain_xfer(const struct xfer *x, int64_t deadline)
   bool caller_dontwait = x->flags & MSG_DONTWAIT;
   int flags = x->flags | (deadline >= 0 ? MSG_DONTWAIT : 0);
   ssize_t r = deadline >= 0 && deadline <= weft__now() ? -ETIMEDOUT : 0;
+  bool polled_ready = false;
+  int64_t pause = RETRY_PAUSE_MIN_NS;
   while (r == 0) {
     r = plain_once(x, flags);
     if (r >= 0)
@@ -77,7 +105,10 @@ static ssize_t plain_xfer(const struct xfer *x, int64_t deadline)
     if (r == -EINTR) {
       r = 0;
     } else if (r == -EAGAIN && !caller_dontwait) {
-      r = weft__poll_ready(x->fd, out ? POLLOUT : POLLIN, deadline);
+      r = polled_ready ? retry_pause(&pause, deadline) : 0;
+      if (r == 0)
+        r = weft__poll_ready(x->fd, out ? POLLOUT : POLLIN, deadline);
+      polled_ready = r == 0;
     }
   }
   errno = saved;

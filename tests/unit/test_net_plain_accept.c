@@ -6,11 +6,15 @@
  * signals do not cut the wait short (the accept stays in flight until
  * cancelled); a child of fork() makes a ring of its own; and the ring is
  * shared with the thread's msg_ring sends without either taking the
- * other's completions.
+ * other's completions. And a plain send that finds no room after every
+ * "ready" pauses between its attempts until its deadline.
  */
 #include "net_test.h"
 
 #include <pthread.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -216,4 +220,42 @@ Test(net_faults, plain_thread_ring_serves_messages_and_accepts_in_turn, .timeout
   rt_stop_idle(rt);
   rt_assert_clean();
   rt_assert_no_leaks();
+}
+
+/* ---- a send with nothing to wait for --------------------------------------------------- */
+
+/* An unconnected datagram socket polls writable whatever its destination's
+ * queue holds: a plain thread's send to a full receiver finds no room after
+ * every "ready". It must still end at its deadline - and sleep between its
+ * attempts, not spin (voluntary context switches count the sleeps: a spin
+ * makes none). The coroutine's path waits in io_uring and is not this. */
+Test(net_faults, plain_datagram_send_to_a_full_receiver_pauses_until_its_deadline, .timeout = 30)
+{
+  char path[] = "/tmp/weft-dgram-XXXXXX";
+  int tmp = mkstemp(path);
+  cr_assert_geq(tmp, 0);
+  close(tmp);
+  unlink(path);
+  int rx = weft_unix_listen(path, SOCK_DGRAM, 0);
+  cr_assert_geq(rx, 0);
+  int tx = weft_socket(AF_UNIX, SOCK_DGRAM, 0);
+  cr_assert_geq(tx, 0);
+  struct sockaddr_un to = {.sun_family = AF_UNIX};
+  snprintf(to.sun_path, sizeof(to.sun_path), "%s", path);
+  char msg[512] = {0};
+  /* Fill the receiver's queue. */
+  while (sendto(tx, msg, sizeof(msg), MSG_DONTWAIT, (struct sockaddr *)&to, sizeof(to)) >= 0)
+    ;
+  cr_assert_eq(errno, EAGAIN);
+  struct rusage before, after;
+  cr_assert_eq(getrusage(RUSAGE_THREAD, &before), 0);
+  ssize_t r = weft_sendto_dl(tx, msg, sizeof(msg), 0, (struct sockaddr *)&to, sizeof(to),
+                             weft_now() + 100 * WEFT_MSEC);
+  cr_assert_eq(getrusage(RUSAGE_THREAD, &after), 0);
+  cr_assert_eq(r, -ETIMEDOUT);
+  cr_assert_geq(after.ru_nvcsw - before.ru_nvcsw, 3, "%ld sleeps in 100 ms of retries",
+                after.ru_nvcsw - before.ru_nvcsw);
+  close(tx);
+  close(rx);
+  unlink(path);
 }
