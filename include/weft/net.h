@@ -156,7 +156,10 @@ WEFT_API int weft_tcp_connect_dl(const char *host, const char *port, int64_t dea
  * starting with '@' names the abstract namespace. weft_unix_listen replaces a
  * stale socket file at path - a socket file nobody is bound to any more
  * (connecting to it is refused) - and never removes anything else: a live
- * socket or any other kind of file gives -EADDRINUSE. SOCK_DGRAM sockets are
+ * socket or any other kind of file gives -EADDRINUSE. "Refused" is the
+ * test, so a stream socket bound there and not listening yet (another
+ * server between its bind and its listen) looks stale too: two servers
+ * starting at the same path at once need a lock of their own. SOCK_DGRAM sockets are
  * bound but not listening (backlog ignored). Errors: -EINVAL (type),
  * -EFAULT (NULL path), -ENOENT (empty path), -ENAMETOOLONG. */
 WEFT_API int weft_unix_listen(const char *path, int type, int backlog);
