@@ -114,6 +114,8 @@ static int ensure(weft_reader *r, size_t n)
 /* Copies n buffered bytes out and consumes them. */
 static void take(weft_reader *r, void *dst, size_t n)
 {
+  if (n == 0)
+    return; /* dst may be NULL (an empty frame into no buffer) */
   memcpy(dst, r->buf + r->start, n);
   r->start += n;
   if (r->start == r->end)
@@ -314,9 +316,11 @@ int weft_writer_create(weft_writer **w, int fd, size_t bufsize)
     return -EINVAL;
   if (bufsize == 0)
     bufsize = WEFT_BUFIO_DEFAULT_SIZE;
-  if (bufsize > SIZE_MAX - sizeof(weft_writer))
+  if (bufsize > SIZE_MAX - sizeof(weft_writer) - 1)
     return -ENOMEM;
-  weft_writer *wr = weft__malloc(sizeof(*wr) + bufsize);
+  /* One byte more than the buffer: room for the NUL vsnprintf stores after
+   * a text that fills the buffer exactly (see weft_writer_printf). */
+  weft_writer *wr = weft__malloc(sizeof(*wr) + bufsize + 1);
   if (!wr)
     return -ENOMEM;
   wr->fd = fd;
@@ -383,7 +387,7 @@ ssize_t weft_writer_write(weft_writer *w, const void *buf, size_t n)
     w->len += n;
     return (ssize_t)n;
   }
-  if (n - room >= w->size || w->len == 0) {
+  if (n - room > w->size || w->len == 0) {
     /* What remains after topping the buffer up would not fit either: send
      * the buffer and the data in one writev. */
     struct iovec iov[2] = {{.iov_base = w->buf, .iov_len = w->len},
@@ -428,23 +432,24 @@ ssize_t weft_writer_printf(weft_writer *w, const char *fmt, ...)
   va_start(ap, fmt);
   va_copy(again, ap);
   size_t room = w->size - w->len;
-  /* vsnprintf stores a NUL after the text: it fits only if k < room. */
-  int k = format_quietly(w->buf + w->len, room, fmt, ap);
+  /* vsnprintf stores a NUL after the text, in the byte past the buffer
+   * when the text fills it: the text fits if k <= room. */
+  int k = format_quietly(w->buf + w->len, room + 1, fmt, ap);
   va_end(ap);
   ssize_t res;
   if (k < 0) {
     res = -EINVAL; /* an encoding error, or longer than INT_MAX */
-  } else if ((size_t)k < room) {
+  } else if ((size_t)k <= room) {
     w->len += (size_t)k;
     res = k;
-  } else if ((size_t)k < w->size) {
+  } else if ((size_t)k <= w->size) {
     /* Fits an empty buffer: write the pending bytes out and format again
      * (no allocation). */
     int r = weft_writer_flush(w);
     if (r < 0) {
       res = r;
     } else {
-      format_quietly(w->buf, w->size, fmt, again);
+      format_quietly(w->buf, w->size + 1, fmt, again);
       w->len = (size_t)k;
       res = k;
     }

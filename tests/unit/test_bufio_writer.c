@@ -50,11 +50,25 @@ static void *printf_body(void *arg)
   CO_EQ(weft_writer_printf(w, "%.30s", big), 30);
   wl += (size_t)snprintf(want + wl, cap - wl, "%.30s", big);
   CO_EQ(weft_writer_buffered(w), 30);
-  /* Exactly the free space (34): the NUL would not fit, so it takes the
-   * flush path too - never truncated. */
+  /* Exactly the free space (34): it fits, the buffer is full. */
   CO_EQ(weft_writer_printf(w, "%.34s", big + 1), 34);
   wl += (size_t)snprintf(want + wl, cap - wl, "%.34s", big + 1);
+  CO_EQ(weft_writer_buffered(w), 64);
   CO_EQ(weft_writer_printf(w, "%s", ""), 0);
+  /* Exactly a whole buffer, with a byte pending: a flush, then the text
+   * formatted into the empty buffer - no heap block, nothing left over. */
+  CO_EQ(weft_writer_printf(w, "%c", '#'), 1);
+  wl += (size_t)snprintf(want + wl, cap - wl, "%c", '#');
+  CO_EQ(weft_writer_printf(w, "%.64s", big + 2), 64);
+  wl += (size_t)snprintf(want + wl, cap - wl, "%.64s", big + 2);
+  CO_EQ(weft_writer_buffered(w), 64);
+  /* write: 4 pending and exactly the free space plus a whole buffer - the
+   * buffer is topped up and written, the rest kept (it fits). */
+  CO_EQ(weft_writer_flush(w), 0);
+  CO_EQ(weft_writer_write(w, big, 4), 4);
+  CO_EQ(weft_writer_write(w, big + 4, 60 + 64), 124);
+  wl += (size_t)snprintf(want + wl, cap - wl, "%.128s", big);
+  CO_EQ(weft_writer_buffered(w), 64);
   for (int i = 0; i < 500; i++) {
     CO_EQ(weft_writer_printf(w, "%d,", i), i < 10 ? 2 : i < 100 ? 3 : 4);
     wl += (size_t)snprintf(want + wl, cap - wl, "%d,", i);
@@ -391,6 +405,14 @@ static void *frame_errors_body(void *arg)
   unsigned char want[] = {0, 0, 0, 0, 0, 0, 0, 3, 'x', 'y', 'z'};
   CO_EQ(read(p[0], b, sizeof(b)), (ssize_t)sizeof(want));
   CO_CHECK(memcmp(b, want, sizeof(want)) == 0);
+  /* And is read into no buffer at all (NULL, cap 0), by fd or by reader. */
+  CO_EQ(weft_frame_write(p[1], NULL, 0), 0);
+  CO_EQ(weft_frame_read(p[0], NULL, 0, 0, &clean), 0);
+  weft_reader *r;
+  CO_EQ(weft_reader_create(&r, p[0], 16), 0);
+  CO_EQ(weft_frame_write(p[1], NULL, 0), 0);
+  CO_EQ(weft_reader_read_frame(r, NULL, 0, 0, &clean), 0);
+  weft_reader_destroy(r);
   close2(p);
   return NULL;
 }
