@@ -261,6 +261,12 @@ struct weft_runtime {
   _Alignas(WEFT__CACHELINE) atomic_uint steal_epoch; /* bumped when a stealable
                                                       queue starts to pile up */
   weft__counter external_spawned;                  /* shared */
+  /* Threads outside the runtime (plain threads, shards of other runtimes)
+   * inside a call that touches its shards after making a task runnable (a
+   * wake-up, a cancel): the task may end, and the runtime stop, before
+   * that call is done with the shard. weft_runtime_stop frees nothing
+   * until this is 0 (weft__outside_enter/leave). */
+  _Alignas(WEFT__CACHELINE) atomic_int outside_calls;
   weft__pool pool;                                 /* weft_blocking() */
   struct weft__msg_rt *msg;                        /* shared message state (lib/msg.c) */
   pthread_mutex_t start_lock;
@@ -268,6 +274,22 @@ struct weft_runtime {
   int started;                                     /* shards done with setup */
   int start_verdict;                               /* 0 pending, 1 run, -1 leave */
 };
+
+/* A call from outside rt (from: the caller's shard, NULL on a plain thread)
+ * that will touch rt's shards after making a task runnable announces
+ * itself first, and leaves once done with them: true when it entered. */
+static inline bool weft__outside_enter(weft_runtime *rt, const weft__shard *from)
+{
+  if (from && from->rt == rt)
+    return false; /* rt's own shard threads are joined before anything is freed */
+  atomic_fetch_add_explicit(&rt->outside_calls, 1, memory_order_seq_cst);
+  return true;
+}
+static inline void weft__outside_leave(weft_runtime *rt, bool entered)
+{
+  if (entered)
+    atomic_fetch_sub_explicit(&rt->outside_calls, 1, memory_order_release);
+}
 
 /* ---- the current thread ------------------------------------------------------
  * Never inlined and opaque to the optimiser: see weft__coro_self(). */
@@ -296,8 +318,12 @@ void *weft__shard_main(void *arg);
 void weft__shard_ready(weft__shard *sh, weft_task *t);
 /* Makes t runnable on sh's local (non-stealable) queue; sh's thread only. */
 void weft__shard_ready_local(weft__shard *sh, weft_task *t);
-/* Hands t to sh from another thread, waking sh if it sleeps. */
-void weft__shard_push_remote(weft__shard *sh, weft_task *t);
+/* Hands t to sh from another thread, waking sh if it sleeps: `from` is the
+ * caller's shard (NULL on a plain thread). */
+void weft__shard_push_remote(weft__shard *sh, weft_task *t, weft__shard *from);
+/* Tests only: called (if set) by a caller outside the runtime between
+ * queuing a task and waking its shard, to hold it there. */
+extern void (*weft__test_outside_pause)(void);
 /* True when sh has nothing to do but the running task: no runnable task,
  * inbox entry, completion, queued SQE or due timer (sh's thread). Work done
  * inline by the running task then delays nobody. */
@@ -476,10 +502,11 @@ void weft__task_cancel_deliver(weft_task *t);
 static inline void weft__task_wake_from(weft_task *self, weft_task *t)
 {
   weft__shard *sh = t->shard;
-  if (self ? sh == self->shard : sh == weft__shard_self())
+  weft__shard *cur = self ? self->shard : weft__shard_self();
+  if (sh == cur)
     weft__shard_ready(sh, t);
   else
-    weft__shard_push_remote(sh, t);
+    weft__shard_push_remote(sh, t, cur);
 }
 static inline void weft__task_wake(weft_task *t)
 {

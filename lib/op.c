@@ -243,7 +243,9 @@ void weft__op_drain_cancels(weft__shard *sh)
 
 void weft__op_cancel_task(weft_task *t)
 {
-  weft__shard *sh = NULL;
+  weft__shard *sh = NULL, *self = weft__shard_self();
+  weft_runtime *rt = t->rt;
+  bool outside = weft__outside_enter(rt, self);
   weft__spin_lock(&t->wait_lock);
   weft__op *op = t->cur_op;
   if (op && !op->cancel_requested) {
@@ -251,12 +253,11 @@ void weft__op_cancel_task(weft_task *t)
     weft__op_queue_cancel(op);
   }
   weft__spin_unlock(&t->wait_lock);
-  if (!sh)
-    return;
-  if (sh == weft__shard_self())
-    return; /* drained by our own loop before it sleeps */
-  /* Wake the owner if it sleeps; it drains cancels every pass. */
-  weft__shard_notify(sh);
+  /* Wake the owner if it sleeps; it drains cancels every pass (our own
+   * loop does before it sleeps). */
+  if (sh && sh != self)
+    weft__shard_notify(sh);
+  weft__outside_leave(rt, outside);
 }
 
 void weft__op_cqe_dispatch(weft__shard *sh, weft__op *op, int res, unsigned flags)

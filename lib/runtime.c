@@ -320,6 +320,11 @@ int weft_runtime_stop(weft_runtime *rt)
     weft__shard_notify(&rt->shards[i]);
   for (int i = 0; i < rt->nshards; i++)
     pthread_join(rt->shards[i].thread, NULL);
+  /* A plain thread may still be in the wake-up (or cancel) that let the
+   * last task end: it is done with the shards within microseconds, unless
+   * the system holds it up. */
+  while (atomic_load_explicit(&rt->outside_calls, memory_order_acquire) > 0)
+    sched_yield();
   for (int i = 0; i < rt->nshards; i++)
     weft__listener_free_swept(&rt->shards[i]);
   /* Task objects whose handles were never joined or detached (and openers

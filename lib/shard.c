@@ -104,14 +104,23 @@ void weft__shard_notify(weft__shard *sh)
   weft__ring_send_wake(sh);
 }
 
-void weft__shard_push_remote(weft__shard *sh, weft_task *t)
+void (*weft__test_outside_pause)(void);
+
+void weft__shard_push_remote(weft__shard *sh, weft_task *t, weft__shard *from)
 {
+  weft_runtime *rt = sh->rt;
+  bool outside = weft__outside_enter(rt, from);
   weft_task *head = atomic_load_explicit(&sh->inbox, memory_order_relaxed);
   do {
     t->next = head;
   } while (!atomic_compare_exchange_weak_explicit(&sh->inbox, &head, t, memory_order_release,
                                                   memory_order_relaxed));
+  /* From here t may run, end, and be the last task of a runtime that is
+   * then stopped: the stop waits for this call to leave. */
+  if (outside && weft__test_outside_pause)
+    weft__test_outside_pause();
   weft__shard_notify(sh);
+  weft__outside_leave(rt, outside);
 }
 
 static unsigned drain_inbox(weft__shard *sh)

@@ -171,7 +171,7 @@ void weft__task_start(weft__shard *cur, weft__shard *target, weft_task *t)
   if (cur == target)
     weft__shard_ready(target, t);
   else
-    weft__shard_push_remote(target, t);
+    weft__shard_push_remote(target, t, cur);
 }
 
 int weft_spawn(weft_task **out, const weft_spawn_opts *o, void *(*fn)(void *), void *arg)

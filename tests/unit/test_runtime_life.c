@@ -769,3 +769,72 @@ Test(runtime, plain_thread_side, .timeout = 20)
   cr_assert_geq(weft_now() - t0, 2 * WEFT_MSEC);
   cr_assert_eq(weft_sleep_until(weft_now() - 1), 0);
 }
+
+/* ---- a wake-up from outside that outlasts the runtime's last task --------------------------- */
+
+/* A plain thread sets the event the runtime's last task waits for. The
+ * task can run and end, and the runtime stop, before that thread is done
+ * with the shard it woke (it reads whether the shard sleeps, and may send
+ * it a wake-up): the stop must wait for it, not free the shards under it.
+ * The test holds the setter there for 100 ms (weft__test_outside_pause);
+ * weft_runtime_stop must return after the setter is through. */
+static atomic_bool pause_armed, pause_over;
+
+static void hold_the_setter(void)
+{
+  if (!atomic_exchange(&pause_armed, false))
+    return;
+  usleep(100 * 1000);
+  atomic_store(&pause_over, true);
+}
+
+static void *wait_for_event(void *arg)
+{
+  return (void *)(intptr_t)weft_event_wait(arg);
+}
+
+static void *set_event(void *arg)
+{
+  weft_event_set(arg);
+  return NULL;
+}
+
+/* Keeps its shard awake, so that the shard finds the woken task in its
+ * inbox without being woken; until the stop cancels it. */
+static void *keep_awake(void *arg)
+{
+  (void)arg;
+  while (weft_yield() == 0)
+    ;
+  return NULL;
+}
+
+Test(runtime_life, stop_waits_for_a_plain_thread_still_in_its_wake_up, .timeout = 20)
+{
+  weft_runtime *rt = rt_start(2);
+  weft_event *ev;
+  cr_assert_eq(weft_event_create(&ev, 0), 0);
+  weft_task *t, *awake;
+  weft_spawn_opts o;
+  weft_spawn_opts_init(&o);
+  o.placement = WEFT_PLACE_PINNED;
+  o.shard = 0;
+  cr_assert_eq(weft_runtime_submit(rt, &o, wait_for_event, ev, &t), 0);
+  cr_assert_eq(weft_runtime_submit(rt, &o, keep_awake, NULL, &awake), 0);
+  cr_assert_eq(weft_detach(awake), 0);
+  cr_assert(RT_POLL(rt_dump_count(rt, " waiting") == 1));
+  weft__test_outside_pause = hold_the_setter;
+  atomic_store(&pause_armed, true);
+  pthread_t setter;
+  cr_assert_eq(pthread_create(&setter, NULL, set_event, ev), 0);
+  void *v = (void *)1;
+  cr_assert_eq(weft_join(t, &v), 0); /* the task ended while the setter is held */
+  cr_assert_eq((intptr_t)v, 0);
+  cr_assert(!atomic_load(&pause_over), "the task waited for the setter: no test");
+  cr_assert_eq(weft_runtime_stop(rt), 0);
+  cr_assert(atomic_load(&pause_over), "the runtime stopped under a setter still in its wake-up");
+  pthread_join(setter, NULL);
+  weft__test_outside_pause = NULL;
+  weft_event_destroy(ev);
+  rt_assert_no_leaks();
+}
