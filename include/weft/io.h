@@ -17,7 +17,9 @@
  * was transferred, unless it completed first, in which case its result is
  * returned). A deadline that has already passed fails the call at once,
  * before the kernel is asked, even if data is waiting. A cancelled task gets
- * -ECANCELED, with the same rule.
+ * -ECANCELED, with the same rule. -EBUSY, rarely: the shard's submission
+ * queue stayed full because the kernel took nothing more (its completion
+ * queue overflowing); nothing was done, and a later call goes through.
  *
  * On a plain thread these calls run the ordinary blocking system call. With
  * a deadline they wait in poll(2) and transfer with RWF_NOWAIT, so the
