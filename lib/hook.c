@@ -60,6 +60,7 @@
 #include <string.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -521,9 +522,15 @@ HOOK int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const si
   return (int)libc_result(poll_until(fds, n, deadline_in_ts(ts)));
 }
 
+/* The sets as the kernel reads them: bit arrays of unsigned longs, as long
+ * as nfds asks - past FD_SETSIZE too, for a program that allocates bigger
+ * sets (FD_ISSET and FD_CLR would refuse those descriptors). */
+#define SET_BITS (8 * sizeof(unsigned long))
+
 static bool in_set(const fd_set *s, int fd)
 {
-  return s && FD_ISSET(fd, s);
+  const unsigned long *w = (const unsigned long *)(const void *)s;
+  return s && (w[(unsigned)fd / SET_BITS] >> ((unsigned)fd % SET_BITS) & 1);
 }
 
 /* Leaves fd in set s only if it is ready for what s asks; 1 if it stays. */
@@ -532,8 +539,23 @@ static int keep(fd_set *s, int fd, bool ready)
   if (!in_set(s, fd))
     return 0;
   if (!ready)
-    FD_CLR(fd, s);
+    ((unsigned long *)(void *)s)[(unsigned)fd / SET_BITS] &= ~(1ul << ((unsigned)fd % SET_BITS));
   return ready;
+}
+
+/* select's nfds as Linux takes it: negative is EINVAL, and past the
+ * descriptors the process can have it is cut down (to the open-file
+ * limit: no descriptor lies beyond it). -EINVAL or the count to look at. */
+static int select_count(int nfds)
+{
+  if (nfds < 0)
+    return -EINVAL;
+  int saved = errno;
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)nfds)
+    nfds = (int)rl.rlim_cur;
+  errno = saved;
+  return nfds;
 }
 
 /* select(2) as poll: Linux's own mapping of poll events to the three sets,
@@ -581,7 +603,8 @@ HOOK int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv
       ts.tv_sec += tv->tv_usec / 1000000;
     ts.tv_nsec = tv->tv_usec % 1000000 * 1000;
   }
-  if (nfds < 0 || nfds > FD_SETSIZE || (tv && !timespec_valid(&ts))) {
+  nfds = select_count(nfds);
+  if (nfds < 0 || (tv && !timespec_valid(&ts))) {
     errno = EINVAL;
     return -1;
   }
@@ -601,7 +624,8 @@ HOOK int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct time
 {
   if (!in_coroutine() || mask)
     return (int)CALL_NEXT(pselect, nfds, rd, wr, ex, ts, mask);
-  if (nfds < 0 || nfds > FD_SETSIZE || (ts && !timespec_valid(ts))) {
+  nfds = select_count(nfds);
+  if (nfds < 0 || (ts && !timespec_valid(ts))) {
     errno = EINVAL;
     return -1;
   }

@@ -15,6 +15,8 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <limits.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 /* ---- no time to wait -------------------------------------------------------------------- */
@@ -224,5 +226,47 @@ static void *select_poll_main(void *arg)
 Test(hook, select_takes_long_tv_usec_and_poll_waits_for_every_entry, .timeout = 30)
 {
   rt_run(1, select_poll_main, NULL);
+  rt_assert_clean();
+}
+
+/* ---- select past FD_SETSIZE ------------------------------------------------------------- */
+
+/* A program whose descriptors go past FD_SETSIZE allocates bigger sets and
+ * passes a bigger nfds; Linux takes them (and cuts an nfds past the
+ * open-file limit down). So must the hook: a pipe at descriptor 1500. */
+#define HIGH_FD 1500
+#define BITS (8 * sizeof(unsigned long))
+
+static void *select_high_main(void *arg)
+{
+  (void)arg;
+  int p[2];
+  CO_EQ(pipe2(p, O_CLOEXEC), 0);
+  CO_EQ(dup3(p[0], HIGH_FD, O_CLOEXEC), HIGH_FD);
+  unsigned long rd[2048 / BITS] = {0}, wr[2048 / BITS] = {0};
+  rd[HIGH_FD / BITS] |= 1ul << (HIGH_FD % BITS);
+  wr[HIGH_FD / BITS] |= 1ul << (HIGH_FD % BITS); /* a read end is never writable */
+  CO_EQ(write(p[1], "x", 1), 1);
+  struct timeval tv = {5, 0};
+  CO_EQ(legacy_select(2048, (fd_set *)(void *)rd, (fd_set *)(void *)wr, NULL, &tv), 1);
+  CO_CHECK(rd[HIGH_FD / BITS] >> (HIGH_FD % BITS) & 1);
+  CO_CHECK((wr[HIGH_FD / BITS] >> (HIGH_FD % BITS) & 1) == 0);
+  /* An nfds far past the open-file limit is cut down, not refused. */
+  CO_EQ(legacy_select(INT_MAX, NULL, NULL, NULL, &(struct timeval){0, 0}), 0);
+  CO_EQ(legacy_select(-1, NULL, NULL, NULL, &(struct timeval){0, 0}), -EINVAL);
+  close(HIGH_FD);
+  close(p[0]);
+  close(p[1]);
+  return NULL;
+}
+
+Test(hook, select_takes_sets_past_fd_setsize, .timeout = 30)
+{
+  struct rlimit rl;
+  cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  if (rl.rlim_cur <= HIGH_FD)
+    cr_skip_test("the open-file limit (%llu) is below descriptor %d",
+                 (unsigned long long)rl.rlim_cur, HIGH_FD);
+  rt_run(1, select_high_main, NULL);
   rt_assert_clean();
 }
