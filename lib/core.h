@@ -322,8 +322,10 @@ void weft__shard_ready_local(weft__shard *sh, weft_task *t);
  * caller's shard (NULL on a plain thread). */
 void weft__shard_push_remote(weft__shard *sh, weft_task *t, weft__shard *from);
 /* Tests only: called (if set) by a caller outside the runtime between
- * queuing a task and waking its shard, to hold it there. */
+ * queuing a task and waking its shard, or at the end of its cancel of a
+ * task, to hold it there. */
 extern void (*weft__test_outside_pause)(void);
+extern void (*weft__test_cancel_pause)(void);
 /* True when sh has nothing to do but the running task: no runnable task,
  * inbox entry, completion, queued SQE or due timer (sh's thread). Work done
  * inline by the running task then delays nobody. */

@@ -136,12 +136,21 @@ int weft_group_cancel(weft_group *g)
   weft__spin_lock(&g->lock);
   __atomic_store_n(&g->cancelled, true, __ATOMIC_RELEASE);
   size_t n = g->active;
-  weft_task **v = n ? weft__malloc(n * sizeof(*v)) : NULL;
+  /* The members, then their runtimes (read before the references go). */
+  weft_task **v = n ? weft__malloc(n * (sizeof(*v) + sizeof(weft_runtime *))) : NULL;
+  /* From outside a member's runtime, the whole of it is an outside call
+   * (weft__outside_enter): once one member is woken, the last may end and
+   * the runtime stop while the others are still to be delivered and
+   * released. One entry per member, for its runtime, made while the
+   * member is sure to be live. */
+  weft__shard *self = weft__shard_self();
+  weft_runtime **rts = v ? (weft_runtime **)(void *)(v + n) : NULL;
   size_t k = 0;
   if (v)
-    for (weft_task *t = g->members; t; t = t->group_next) {
+    for (weft_task *t = g->members; t; t = t->group_next, k++) {
       atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
-      v[k++] = t;
+      v[k] = t;
+      rts[k] = weft__outside_enter(t->rt, self) ? t->rt : NULL;
     }
   else
     for (weft_task *t = g->members; t; t = t->group_next)
@@ -156,6 +165,9 @@ int weft_group_cancel(weft_group *g)
     weft__task_cancel_deliver(v[i]);
     weft__task_release(v[i]);
   }
+  for (size_t i = 0; i < k; i++)
+    if (rts[i])
+      weft__outside_leave(rts[i], true);
   free(v);
   return 0;
 }

@@ -151,6 +151,10 @@ int weft_msg_send_many_rt(weft_runtime *rt, int shard, const weft_msg *msgs, siz
   weft__lane *l = lane_for(to, src, trt->msg->lane_capacity);
   if (!l)
     return -ENOMEM;
+  /* From outside: once pushed, the messages may be drained and their
+   * receiver end, and the runtime stop, before the lane is rung - which
+   * reads the shard. The stop waits for this call (weft__outside_enter). */
+  bool outside = weft__outside_enter(trt, me);
   if (!me)
     weft__spin_lock(&l->plock);
   uint32_t k = weft__lane_push(l, msgs, want);
@@ -170,6 +174,7 @@ int weft_msg_send_many_rt(weft_runtime *rt, int shard, const weft_msg *msgs, siz
      * flush rings it (the messages are delivered then). */
     (void)ring_external_lane(to, l);
   }
+  weft__outside_leave(trt, outside);
   return k ? (int)k : -EAGAIN;
 }
 

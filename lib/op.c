@@ -243,9 +243,9 @@ void weft__op_drain_cancels(weft__shard *sh)
 
 void weft__op_cancel_task(weft_task *t)
 {
+  /* Callers from outside the runtime have entered (weft__task_cancel,
+   * weft_group_cancel): the shard stays until this is done. */
   weft__shard *sh = NULL, *self = weft__shard_self();
-  weft_runtime *rt = t->rt;
-  bool outside = weft__outside_enter(rt, self);
   weft__spin_lock(&t->wait_lock);
   weft__op *op = t->cur_op;
   if (op && !op->cancel_requested) {
@@ -257,7 +257,6 @@ void weft__op_cancel_task(weft_task *t)
    * loop does before it sleeps). */
   if (sh && sh != self)
     weft__shard_notify(sh);
-  weft__outside_leave(rt, outside);
 }
 
 void weft__op_cqe_dispatch(weft__shard *sh, weft__op *op, int res, unsigned flags)

@@ -105,6 +105,7 @@ void weft__shard_notify(weft__shard *sh)
 }
 
 void (*weft__test_outside_pause)(void);
+void (*weft__test_cancel_pause)(void);
 
 void weft__shard_push_remote(weft__shard *sh, weft_task *t, weft__shard *from)
 {

@@ -345,9 +345,18 @@ void weft__task_cancel_deliver(weft_task *t)
 
 void weft__task_cancel(weft_task *t)
 {
+  /* From outside the runtime, the whole of it counts as one outside call:
+   * the wake-up of the first step may let t (the runtime's last task) end
+   * and the runtime stop while the op cancel of the second is still to
+   * come. */
+  weft_runtime *rt = t->rt;
+  bool outside = weft__outside_enter(rt, weft__shard_self());
   weft__task_cancel_mark(t);
   weft__fence_heavy();
   weft__task_cancel_deliver(t);
+  if (outside && weft__test_cancel_pause)
+    weft__test_cancel_pause();
+  weft__outside_leave(rt, outside);
 }
 
 int weft_cancel(weft_task *t)

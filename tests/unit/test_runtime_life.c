@@ -770,21 +770,26 @@ Test(runtime, plain_thread_side, .timeout = 20)
   cr_assert_eq(weft_sleep_until(weft_now() - 1), 0);
 }
 
-/* ---- a wake-up from outside that outlasts the runtime's last task --------------------------- */
+/* ---- calls from outside that outlast the runtime's last task ------------------------------- */
 
-/* A plain thread sets the event the runtime's last task waits for. The
- * task can run and end, and the runtime stop, before that thread is done
- * with the shard it woke (it reads whether the shard sleeps, and may send
- * it a wake-up): the stop must wait for it, not free the shards under it.
- * The test holds the setter there for 100 ms (weft__test_outside_pause);
- * weft_runtime_stop must return after the setter is through. */
-static atomic_bool pause_armed, pause_over;
+/* A plain thread sets the event the runtime's last task waits for, or
+ * cancels that task. The task can run and end, and the runtime stop,
+ * before that thread is done with the shard it woke (it reads whether the
+ * shard sleeps, may send it a wake-up, and a cancel goes on to the task's
+ * op): the stop must wait for it, not free the shards under it. The test
+ * holds the thread there (weft__test_outside_pause: between queuing the
+ * task and waking its shard; weft__test_cancel_pause: at the end of a
+ * cancel) until the task has been joined, and 50 ms more; then
+ * weft_runtime_stop must return after the thread is through. */
+static atomic_bool pause_armed, joined, pause_over;
 
-static void hold_the_setter(void)
+static void hold_the_caller(void)
 {
   if (!atomic_exchange(&pause_armed, false))
     return;
-  usleep(100 * 1000);
+  for (int i = 0; i < 10000 && !atomic_load(&joined); i++)
+    usleep(1000);
+  usleep(50 * 1000);
   atomic_store(&pause_over, true);
 }
 
@@ -799,6 +804,12 @@ static void *set_event(void *arg)
   return NULL;
 }
 
+static void *cancel_task(void *arg)
+{
+  weft_cancel(arg);
+  return NULL;
+}
+
 /* Keeps its shard awake, so that the shard finds the woken task in its
  * inbox without being woken; until the stop cancels it. */
 static void *keep_awake(void *arg)
@@ -809,7 +820,7 @@ static void *keep_awake(void *arg)
   return NULL;
 }
 
-Test(runtime_life, stop_waits_for_a_plain_thread_still_in_its_wake_up, .timeout = 20)
+static void stop_under_an_outside_call(bool cancel)
 {
   weft_runtime *rt = rt_start(2);
   weft_event *ev;
@@ -823,18 +834,35 @@ Test(runtime_life, stop_waits_for_a_plain_thread_still_in_its_wake_up, .timeout 
   cr_assert_eq(weft_runtime_submit(rt, &o, keep_awake, NULL, &awake), 0);
   cr_assert_eq(weft_detach(awake), 0);
   cr_assert(RT_POLL(rt_dump_count(rt, " waiting") == 1));
-  weft__test_outside_pause = hold_the_setter;
+  atomic_store(&joined, false);
+  atomic_store(&pause_over, false);
   atomic_store(&pause_armed, true);
-  pthread_t setter;
-  cr_assert_eq(pthread_create(&setter, NULL, set_event, ev), 0);
+  if (cancel)
+    weft__test_cancel_pause = hold_the_caller;
+  else
+    weft__test_outside_pause = hold_the_caller;
+  pthread_t caller;
+  cr_assert_eq(pthread_create(&caller, NULL, cancel ? cancel_task : set_event,
+                              cancel ? (void *)t : (void *)ev), 0);
   void *v = (void *)1;
-  cr_assert_eq(weft_join(t, &v), 0); /* the task ended while the setter is held */
-  cr_assert_eq((intptr_t)v, 0);
-  cr_assert(!atomic_load(&pause_over), "the task waited for the setter: no test");
+  cr_assert_eq(weft_join(t, &v), cancel ? -ECANCELED : 0);
+  cr_assert_eq((intptr_t)v, cancel ? -ECANCELED : 0);
+  atomic_store(&joined, true);
   cr_assert_eq(weft_runtime_stop(rt), 0);
-  cr_assert(atomic_load(&pause_over), "the runtime stopped under a setter still in its wake-up");
-  pthread_join(setter, NULL);
+  cr_assert(atomic_load(&pause_over), "the runtime stopped under a caller still in its call");
+  pthread_join(caller, NULL);
   weft__test_outside_pause = NULL;
+  weft__test_cancel_pause = NULL;
   weft_event_destroy(ev);
   rt_assert_no_leaks();
+}
+
+Test(runtime_life, stop_waits_for_a_plain_thread_still_in_its_wake_up, .timeout = 30)
+{
+  stop_under_an_outside_call(false);
+}
+
+Test(runtime_life, stop_waits_for_a_plain_thread_still_in_its_cancel, .timeout = 30)
+{
+  stop_under_an_outside_call(true);
 }
