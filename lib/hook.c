@@ -52,13 +52,15 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netdb.h>
 #include <poll.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <string.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/select.h>
@@ -543,30 +545,69 @@ static int keep(fd_set *s, int fd, bool ready)
   return ready;
 }
 
+/* The size of the process's descriptor table ("FDSize" in
+ * /proc/self/status), or -1. */
+static long fd_table_size(void)
+{
+  FILE *f = fopen("/proc/self/status", "re");
+  if (!f)
+    return -1;
+  char line[128];
+  long size = -1;
+  while (size < 0 && fgets(line, sizeof(line), f))
+    if (strncmp(line, "FDSize:", 7) == 0)
+      size = strtol(line + 7, NULL, 10);
+  fclose(f);
+  return size;
+}
+
 /* select's nfds as Linux takes it: negative is EINVAL, and past the
- * descriptors the process can have it is cut down (to the open-file
- * limit: no descriptor lies beyond it). -EINVAL or the count to look at. */
+ * descriptor table it is cut down to the table's size - no descriptor lies
+ * beyond, and the caller's sets need not be any longer. Only an nfds past
+ * FD_SETSIZE asks (a file read); if the table size cannot be had, the hard
+ * open-file limit bounds it. -EINVAL or the count. */
 static int select_count(int nfds)
 {
   if (nfds < 0)
     return -EINVAL;
+  if (nfds <= FD_SETSIZE)
+    return nfds;
   int saved = errno;
+  long size = fd_table_size();
   struct rlimit rl;
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)nfds)
-    nfds = (int)rl.rlim_cur;
+  if (size < 0 && getrlimit(RLIMIT_NOFILE, &rl) == 0)
+    size = rl.rlim_max < (rlim_t)INT_MAX ? (long)rl.rlim_max : INT_MAX;
   errno = saved;
-  return nfds;
+  return size >= 0 && size < nfds ? (int)size : nfds;
+}
+
+/* How many descriptors below nfds are in any of the sets. */
+static size_t select_wanted(int nfds, const fd_set *rd, const fd_set *wr, const fd_set *ex)
+{
+  const fd_set *sets[3] = {rd, wr, ex};
+  size_t words = ((size_t)nfds + SET_BITS - 1) / SET_BITS, n = 0;
+  for (size_t i = 0; i < words; i++) {
+    unsigned long any = 0;
+    for (int k = 0; k < 3; k++)
+      if (sets[k])
+        any |= ((const unsigned long *)(const void *)sets[k])[i];
+    if (i == words - 1 && nfds % SET_BITS)
+      any &= (1ul << (nfds % SET_BITS)) - 1;
+    n += (size_t)__builtin_popcountl(any);
+  }
+  return n;
 }
 
 /* select(2) as poll: Linux's own mapping of poll events to the three sets,
  * and EBADF for a descriptor that is not open. */
 static int select_until(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, int64_t deadline)
 {
-  struct pollfd *fds = malloc(sizeof(*fds) * (size_t)(nfds > 0 ? nfds : 1));
+  size_t want = select_wanted(nfds, rd, wr, ex);
+  struct pollfd *fds = malloc(sizeof(*fds) * (want ? want : 1));
   if (!fds)
     return -ENOMEM;
   nfds_t n = 0;
-  for (int fd = 0; fd < nfds; fd++) {
+  for (int fd = 0; fd < nfds && n < want; fd++) {
     short ev = (short)((in_set(rd, fd) ? POLLIN : 0) | (in_set(wr, fd) ? POLLOUT : 0) |
                        (in_set(ex, fd) ? POLLPRI : 0));
     if (ev)

@@ -251,6 +251,17 @@ static void *select_high_main(void *arg)
   CO_EQ(legacy_select(2048, (fd_set *)(void *)rd, (fd_set *)(void *)wr, NULL, &tv), 1);
   CO_CHECK(rd[HIGH_FD / BITS] >> (HIGH_FD % BITS) & 1);
   CO_CHECK((wr[HIGH_FD / BITS] >> (HIGH_FD % BITS) & 1) == 0);
+  /* A soft open-file limit lowered below an open descriptor does not hide
+   * it (Linux goes by its descriptor table). */
+  struct rlimit rl, low;
+  CO_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  low = rl;
+  low.rlim_cur = 1024;
+  CO_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  memset(wr, 0, sizeof(wr));
+  CO_EQ(legacy_select(2048, (fd_set *)(void *)rd, NULL, NULL, &tv), 1);
+  CO_EQ(setrlimit(RLIMIT_NOFILE, &rl), 0);
+  CO_CHECK(rd[HIGH_FD / BITS] >> (HIGH_FD % BITS) & 1);
   /* An nfds far past the open-file limit is cut down, not refused. */
   CO_EQ(legacy_select(INT_MAX, NULL, NULL, NULL, &(struct timeval){0, 0}), 0);
   CO_EQ(legacy_select(-1, NULL, NULL, NULL, &(struct timeval){0, 0}), -EINVAL);
