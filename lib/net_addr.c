@@ -97,20 +97,22 @@ static void *gai_run(void *arg)
 #define PORT_TOO_LARGE (-2) /* a number above 65535 */
 
 /* A decimal port 0..65535, PORT_NAME or PORT_TOO_LARGE. getaddrinfo would
- * take "99999" as port 34463 (it keeps the low 16 bits): refused here - and
- * so are " 99999" and "+99999", which it reads as numbers too (strtoul
- * skips blanks and takes a sign). */
+ * take "99999" as port 34463 (it keeps the low 16 bits): refused here. It
+ * reads numbers as strtoul does - leading blanks and a sign allowed - so
+ * " 8080" and "+8080" are port 8080 here too, " 99999" is too large, and a
+ * minus sign (which strtoul wraps round) is refused. */
 static int numeric_port(const char *port)
 {
   const char *p = port;
   while (*p == ' ' || (*p >= '\t' && *p <= '\r'))
     p++;
+  bool minus = *p == '-';
   if (*p == '+' || *p == '-')
     p++;
-  if (p != port)
-    return *p >= '0' && *p <= '9' ? PORT_TOO_LARGE : PORT_NAME;
-  if (!*port)
+  if (*p < '0' || *p > '9')
     return PORT_NAME;
+  if (minus)
+    return PORT_TOO_LARGE;
   long v = 0;
   for (; *p; p++) {
     if (*p < '0' || *p > '9')

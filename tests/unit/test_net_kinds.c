@@ -550,10 +550,15 @@ static void *resolve_body(void *arg)
   CO_EQ(weft_tcp_listen("localhost", "65536", 1), -EINVAL);
   CO_EQ(weft_tcp_connect("127.0.0.1", "000000000000080000"), -EINVAL);
   CO_EQ(weft_udp_bind(NULL, "4294967297"), -EINVAL);
-  /* getaddrinfo reads a sign and leading blanks as part of a number. */
+  /* getaddrinfo reads a sign and leading blanks as part of a number: so
+   * does weft, and the same limit holds - and "-1" is no port. */
   CO_EQ(weft_tcp_listen("127.0.0.1", "+99999", 1), -EINVAL);
   CO_EQ(weft_tcp_listen("127.0.0.1", " 99999", 1), -EINVAL);
   CO_EQ(weft_udp_bind("127.0.0.1", "\t+65536"), -EINVAL);
+  CO_EQ(weft_udp_bind("127.0.0.1", "-1"), -EINVAL);
+  int sp = weft_udp_bind("127.0.0.1", " +0");
+  CO_CHECK(sp >= 0);
+  close(sp);
   int top = weft_tcp_listen("127.0.0.1", "65535", 1); /* the last port is one */
   CO_CHECK(top >= 0 || top == -EADDRINUSE);
   if (top >= 0) {
