@@ -299,16 +299,16 @@ static void dispatch(weft__shard *sh, uint64_t ud, int res, unsigned flags)
 
 /* Takes the CQEs in batches (copied out and the CQ advanced first), so a
  * handler may submit, reap or run anything without disturbing the walk. */
-/* True when completions wait in the kernel: task work of DEFER_TASKRUN
- * (flagged with TASKRUN_FLAG; without the flag, whenever ops are in flight)
- * or the overflow list of a full CQ. */
+/* True when completions may wait in the kernel: task work of DEFER_TASKRUN
+ * (flagged with TASKRUN_FLAG; without the flag, always possible - messages,
+ * wake-ups and doorbells of other rings arrive as task work too, with no op
+ * of ours in flight) or the overflow list of a full CQ. */
 static bool kernel_has_events(weft__shard *sh)
 {
   unsigned kflags = IO_URING_READ_ONCE(*sh->ring.sq.kflags);
   if (kflags & (IORING_SQ_CQ_OVERFLOW | IORING_SQ_TASKRUN))
     return true;
-  return sh->inflight && (sh->ring_flags & WEFT_RING_DEFER_TASKRUN) &&
-         !(sh->ring_flags & WEFT_RING_TASKRUN_FLAG);
+  return (sh->ring_flags & WEFT_RING_DEFER_TASKRUN) && !(sh->ring_flags & WEFT_RING_TASKRUN_FLAG);
 }
 
 unsigned weft__shard_reap(weft__shard *sh)

@@ -226,6 +226,21 @@ static void *ticket_main(void *arg)
   return NULL;
 }
 
+/* The same on rings with DEFER_TASKRUN but not TASKRUN_FLAG (a setting
+ * weft_config allows): the kernel then flags nothing, and the message waits
+ * as task work of the target until someone asks for it. */
+Test(msg, ticketed_send_is_in_target_queue_on_return_without_taskrun_flag, .timeout = 30)
+{
+  weft_config c;
+  rt_cfg(&c, 2);
+  c.ring_flags = WEFT_RING_SINGLE_ISSUER | WEFT_RING_DEFER_TASKRUN;
+  void *ret;
+  int r = weft_run(&c, ticket_main, NULL, &ret);
+  RT_SKIP_IF_NO_URING(r);
+  cr_assert_eq(r, 0);
+  rt_assert_clean();
+}
+
 Test(msg, ticketed_send_is_in_target_queue_on_return, .timeout = 30)
 {
   rt_run(2, ticket_main, NULL);
