@@ -275,11 +275,29 @@ HOOK ssize_t recvfrom(int fd, void *buf, size_t n, int flags, __SOCKADDR_ARG add
   return libc_result(weft_recvfrom(fd, buf, n, flags, SA(addr), len));
 }
 
+/* MSG_FASTOPEN on a blocking socket connects, then sends (the data rides
+ * the SYN where a cookie allows). io_uring's attempts do not wait: they
+ * would say EINPROGRESS. So the connection is made first, as a blocking
+ * connect, and the data follows as a plain send - without the saved round
+ * trip, with the blocking call's result. 0, or -errno; *flags loses the
+ * flag. */
+static int fastopen_connect(int fd, const struct sockaddr *addr, socklen_t len, int *flags)
+{
+  if (!(*flags & MSG_FASTOPEN))
+    return 0;
+  *flags &= ~MSG_FASTOPEN;
+  int r = weft_connect(fd, addr, len);
+  return r == -EISCONN ? 0 : r;
+}
+
 HOOK ssize_t sendto(int fd, const void *buf, size_t n, int flags, __CONST_SOCKADDR_ARG addr,
                     socklen_t len)
 {
   if (!in_coroutine() || never_waits(fd, flags))
     return CALL_NEXT(sendto, fd, buf, n, flags, SA(addr), len);
+  int c = fastopen_connect(fd, SA(addr), len, &flags);
+  if (c < 0)
+    return libc_result(c);
   /* The address only matters to the first round: what a stream socket
    * has not taken of it goes as send(2) would. */
   struct iovec one = {.iov_base = (void *)buf, .iov_len = n};
@@ -321,6 +339,9 @@ HOOK ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
   if (!in_coroutine() || never_waits(fd, flags))
     return CALL_NEXT(sendmsg, fd, msg, flags);
+  int c = fastopen_connect(fd, msg->msg_name, msg->msg_namelen, &flags);
+  if (c < 0)
+    return libc_result(c);
   /* Control data (descriptors, credentials) goes with the first round
    * only; a stream socket's remaining bytes follow as send(2)s. */
   ssize_t r = weft_sendmsg(fd, msg, flags);

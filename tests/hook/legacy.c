@@ -198,6 +198,13 @@ ssize_t legacy_sendto(int fd, const char *buf, size_t n)
   return r < 0 ? -errno : r;
 }
 
+ssize_t legacy_sendto_fastopen(int fd, const char *buf, size_t n, const struct sockaddr *addr,
+                               socklen_t len)
+{
+  ssize_t r = sendto(fd, buf, n, MSG_FASTOPEN, addr, len);
+  return r < 0 ? -errno : r;
+}
+
 ssize_t legacy_sendmsg_fd(int fd, const char *buf, size_t n, int pass_fd)
 {
   struct iovec iov[2] = {{(void *)buf, n / 2}, {(void *)(buf + n / 2), n - n / 2}};

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/select.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -37,6 +38,9 @@ ssize_t legacy_write(int fd, const char *buf, size_t n);
 ssize_t legacy_send(int fd, const char *buf, size_t n);
 ssize_t legacy_writev(int fd, const char *buf, size_t n);
 ssize_t legacy_sendto(int fd, const char *buf, size_t n);
+/* sendto(2) with MSG_FASTOPEN of buf[n] to addr (the socket unconnected). */
+ssize_t legacy_sendto_fastopen(int fd, const char *buf, size_t n, const struct sockaddr *addr,
+                               socklen_t len);
 ssize_t legacy_sendmsg_fd(int fd, const char *buf, size_t n, int pass_fd);
 /* recvmsg(2) of one byte and one descriptor (SCM_RIGHTS) with flags: the
  * descriptor, or -errno (-ENOMSG if none came). */

@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 
@@ -127,6 +128,57 @@ static void *big_writes_main(void *arg)
   }
   free(buf);
   return NULL;
+}
+
+/* MSG_FASTOPEN on an unconnected blocking TCP socket: libc's sendto
+ * connects and sends it all. io_uring's non-blocking attempt alone would
+ * say EINPROGRESS. */
+struct fastopen_reader {
+  int lfd;
+  size_t got;
+};
+
+static void *accept_and_read(void *arg)
+{
+  struct fastopen_reader *f = arg;
+  int c = accept(f->lfd, NULL, NULL);
+  struct slow_reader s = {.fd = c};
+  if (c >= 0) {
+    slow_reader(&s);
+    close(c);
+  }
+  f->got = s.got;
+  return NULL;
+}
+
+static void *fastopen_main(void *arg)
+{
+  char *buf = arg;
+  struct fastopen_reader f = {.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t sl = sizeof(sa);
+  CO_EQ(bind(f.lfd, (struct sockaddr *)&sa, sl), 0);
+  CO_EQ(listen(f.lfd, 4), 0);
+  CO_EQ(getsockname(f.lfd, (struct sockaddr *)&sa, &sl), 0);
+  pthread_t th;
+  CO_EQ(pthread_create(&th, NULL, accept_and_read, &f), 0);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  CO_EQ(legacy_sendto_fastopen(fd, buf, BIG_WRITE, (struct sockaddr *)&sa, sl),
+        (ssize_t)BIG_WRITE);
+  close(fd);
+  pthread_join(th, NULL);
+  CO_EQ(f.got, BIG_WRITE);
+  close(f.lfd);
+  return NULL;
+}
+
+Test(hook, blocking_fastopen_sendto_connects_and_writes_everything, .timeout = 60)
+{
+  char *buf = calloc(1, BIG_WRITE);
+  cr_assert_not_null(buf);
+  rt_run(1, fastopen_main, buf);
+  rt_assert_clean();
+  free(buf);
 }
 
 Test(hook, blocking_writes_return_once_everything_is_written, .timeout = 60)
