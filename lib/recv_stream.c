@@ -402,8 +402,9 @@ static bool transient(int r)
 
 /* A receive that does not wait, for a deadline already past: what has
  * arrived, as the kernel path hands out what it has queued whatever the
- * deadline. -ETIMEDOUT when nothing has. */
-static int recv_now(weft_recv_stream *s)
+ * deadline. -ETIMEDOUT when nothing has. Never inlined: its caller loops
+ * over suspensions, and errno's address must be this thread's. */
+__attribute__((noinline)) static int recv_now(weft_recv_stream *s)
 {
   int saved = errno;
   ssize_t n = weft__sys_recv(s->fd, s->bufs, s->buf_size, MSG_DONTWAIT);
