@@ -444,7 +444,11 @@ int weft_counter_add_rt(weft_runtime *rt, int shard, uint16_t tag, uint32_t n)
   if (!n)
     return 0;
   uint64_t before = atomic_fetch_add_explicit(&to->msg->counters[tag], n, memory_order_acq_rel);
-  if (before) {
+  /* Only the add that makes the counter non-zero rings - or the first one
+   * after a doorbell that could not be sent at all. */
+  atomic_bool *unrung = &to->msg->counter_unrung[tag];
+  if (before && !(atomic_load_explicit(unrung, memory_order_relaxed) &&
+                  atomic_exchange_explicit(unrung, false, memory_order_acq_rel))) {
     if (me)
       weft__count(&me->stats.msg_doorbells_coalesced, 1);
     return 0;
@@ -454,7 +458,10 @@ int weft_counter_add_rt(weft_runtime *rt, int shard, uint16_t tag, uint32_t n)
     return 0;
   }
   r = weft__ring_post_msg(to->ring_fd, ud_bell(WEFT__BELL_COUNTER, tag), 0);
-  return r == 0 || weft__ring_wake_by_fd(to) ? 0 : r;
+  if (r == 0 || weft__ring_wake_by_fd(to))
+    return 0;
+  atomic_store_explicit(unrung, true, memory_order_release);
+  return r;
 }
 
 int weft_counter_add(int shard, uint16_t tag, uint32_t n)
@@ -545,6 +552,7 @@ static void shard_term(weft__msg_shard *ms, int nshards)
   free(ms->in);
   free(ms->counters);
   free(ms->counter_q);
+  free(ms->counter_unrung);
   free(ms->direct_seq);
   free(ms->posted_seq);
   free(ms);
@@ -565,12 +573,13 @@ static int shard_init(weft__msg_shard **out, int nshards, unsigned ncounters)
   ms->in = weft__calloc((size_t)nshards + 1, sizeof(*ms->in));
   ms->counters = weft__calloc(ncounters, sizeof(*ms->counters));
   ms->counter_q = weft__calloc(ncounters, sizeof(*ms->counter_q));
+  ms->counter_unrung = weft__calloc(ncounters, sizeof(*ms->counter_unrung));
   ms->direct_seq = weft__calloc((size_t)nshards, sizeof(uint64_t));
   ms->posted_seq = weft__calloc(2 * (size_t)nshards, sizeof(uint64_t));
   ms->refused = ms->posted_seq ? ms->posted_seq + nshards : NULL;
   ms->stalled = weft__calloc((size_t)nshards + 1, 1);
-  if (!ms->in || !ms->counters || !ms->counter_q || !ms->direct_seq || !ms->posted_seq ||
-      !ms->stalled)
+  if (!ms->in || !ms->counters || !ms->counter_q || !ms->counter_unrung || !ms->direct_seq ||
+      !ms->posted_seq || !ms->stalled)
     return -ENOMEM;
   for (unsigned i = 0; i < ncounters; i++)
     weft__waitq_init(&ms->counter_q[i]);

@@ -99,6 +99,10 @@ struct weft__msg_shard {
   _Atomic(weft__lane *) *in;        /* [nshards + 1] lanes into this shard by source;
                                        [nshards] is the plain threads' lane */
   _Atomic uint64_t *counters;       /* [ncounters] */
+  /* [ncounters]: the doorbell of the add that made the counter non-zero
+   * could be neither sent nor replaced by the eventfd; the next add rings
+   * instead (it finds the counter non-zero, which would not). */
+  atomic_bool *counter_unrung;
   weft__waitq *counter_q;           /* [ncounters] takers waiting for a doorbell */
   /* As a sender (owner only). */
   uint64_t *direct_seq;             /* [nshards] direct messages sent to each target */

@@ -345,6 +345,9 @@ void weft__msg_bell(weft__shard *me, weft__shard *to, unsigned kind, unsigned pa
     /* Let the next push ring instead of leaving the lane marked as rung. */
     weft__lane *l = atomic_load_explicit(&to->msg->in[payload], memory_order_relaxed);
     atomic_store_explicit(&l->bell, 0, memory_order_release);
+  } else if (kind == WEFT__BELL_COUNTER) {
+    /* The next add rings (it finds the counter non-zero: it would not). */
+    atomic_store_explicit(&to->msg->counter_unrung[payload], true, memory_order_release);
   }
 }
 

@@ -205,7 +205,8 @@ WEFT_API int weft_counter_add(int shard, uint16_t tag, uint32_t n);
  * doorbell, the shard is woken through an eventfd of its own instead and
  * does what the doorbell would have. Only if that fails too is the
  * kernel's error returned: the add still counts (the next take returns it),
- * but a taker already waiting may sleep until the next add. */
+ * but a taker already waiting may sleep until the next add, which rings
+ * in its place. */
 WEFT_API int weft_counter_add_rt(weft_runtime *rt, int shard, uint16_t tag, uint32_t n);
 
 /* Takes counter `tag` of the calling coroutine's shard: returns its sum

@@ -368,6 +368,16 @@ Test(msg, refused_counter_doorbell_is_rung_through_the_eventfd, .timeout = 60)
   cr_assert_eq(weft_counter_add_rt(rt, 1, 2, 5), -ENOMEM);
   cr_assert_eq(weft_join(rt_submit_on(rt, 1, xflush_take, NULL), &v), 0);
   cr_assert_eq((intptr_t)v, 5);
+  /* Both refused while a taker waits: it sleeps until the next add - which
+   * rings, though it finds the counter non-zero. */
+  taker = rt_submit_on(rt, 1, xflush_take, NULL);
+  cr_assert(rt_wait_parked(rt, 1), "the taker's shard never slept");
+  weft__fault_arm(WEFT__FAULT_POST, 1);
+  weft__fault_arm(WEFT__FAULT_WAKE_FD, 1);
+  cr_assert_eq(weft_counter_add_rt(rt, 1, 2, 3), -ENOMEM);
+  cr_assert_eq(weft_counter_add_rt(rt, 1, 2, 4), 0);
+  cr_assert_eq(weft_join(taker, &v), 0);
+  cr_assert_eq((intptr_t)v, 7);
   rt_stop_idle(rt);
   rt_assert_clean();
   rt_assert_no_leaks();

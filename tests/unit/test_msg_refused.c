@@ -330,6 +330,35 @@ Test(msg, counter_doorbell_neither_queued_nor_posted_goes_by_eventfd, .timeout =
   rt_assert_clean();
 }
 
+/* No SQE, no post and no eventfd either: the add still counts, and the
+ * next add rings in its place - it finds the counter non-zero, which
+ * alone would not ring - so a waiting taker wakes then. */
+static void *no_ring_at_all_main(void *arg)
+{
+  (void)arg;
+  atomic_store(&taker_waiting, false);
+  weft_task *t = spawn_on(1, counter_taker, NULL);
+  while (!atomic_load(&taker_waiting))
+    weft_yield();
+  weft_sleep(20 * WEFT_MSEC); /* asleep in the take by now */
+  no_way_to_ring();
+  weft__fault_arm(WEFT__FAULT_WAKE_FD, 1);
+  CO_EQ(weft_counter_add(1, TAG, 5), 0);
+  CO_EQ(atomic_load(&weft__fault_countdown[WEFT__FAULT_WAKE_FD]), 0);
+  weft_sleep(20 * WEFT_MSEC);
+  CO_EQ(weft_counter_add(1, TAG, 6), 0);
+  void *v;
+  CO_EQ(weft_join(t, &v), 0);
+  CO_EQ((intptr_t)v, 11);
+  return NULL;
+}
+
+Test(msg, counter_doorbell_that_goes_no_way_is_rung_by_the_next_add, .timeout = 60)
+{
+  cr_assert_null(rt_run(2, no_ring_at_all_main, NULL));
+  rt_assert_clean();
+}
+
 /* Shard 1 is held while shard 0 sends to it and starts a flush; then it
  * arms the faults and returns (detached: no joiner to wake), so that the
  * first thing its loop sends is the flush's acknowledgement. */
