@@ -460,6 +460,11 @@ void weft__msg_term(weft_runtime *rt);
  * every lane holding messages, wakes a taker of every non-zero counter, and
  * has sh's flushers look at their lanes again (a lost acknowledgement). */
 void weft__msg_catch_up(weft__shard *sh);
+/* Sends the direct messages of sh's backlog as SQEs allow (sh's thread);
+ * true while some still wait. */
+bool weft__msg_send_backlog(weft__shard *sh);
+/* Whether direct messages of sh wait in its backlog (sh's thread). */
+bool weft__msg_backlogged(weft__shard *sh);
 /* Shard side: a CQE with one of the WEFT__UD_MSG* / *_FAILED tags. */
 void weft__msg_cqe(weft__shard *sh, uint64_t ud, int res);
 /* Test hook: the runtime start pretends the kernel has no msg_ring. */

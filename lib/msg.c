@@ -229,6 +229,15 @@ static int flush_on(weft__shard *me, int64_t deadline)
       uint64_t seq = ms->direct_seq[i], refused = ms->refused[i];
       if (seq == ms->posted_seq[i])
         break;
+      /* The marker goes behind every message to i, those still in the
+       * backlog (waiting for SQEs) included. */
+      while (ms->backlog_for[i] && weft__msg_send_backlog(me)) {
+        if (deadline >= 0 && weft_now() >= deadline)
+          return -ETIMEDOUT;
+        int r = weft_sleep(100 * WEFT_USEC); /* the loop submits meanwhile */
+        if (r < 0)
+          return r;
+      }
       int r = flush_marker(me, &rt->shards[i], deadline);
       if (r < 0)
         return r;
@@ -555,6 +564,8 @@ static void shard_term(weft__msg_shard *ms, int nshards)
   free(ms->counter_unrung);
   free(ms->direct_seq);
   free(ms->posted_seq);
+  free(ms->backlog);
+  free(ms->backlog_for);
   free(ms);
 }
 
@@ -578,8 +589,9 @@ static int shard_init(weft__msg_shard **out, int nshards, unsigned ncounters)
   ms->posted_seq = weft__calloc(2 * (size_t)nshards, sizeof(uint64_t));
   ms->refused = ms->posted_seq ? ms->posted_seq + nshards : NULL;
   ms->stalled = weft__calloc((size_t)nshards + 1, 1);
+  ms->backlog_for = weft__calloc((size_t)nshards, sizeof(*ms->backlog_for));
   if (!ms->in || !ms->counters || !ms->counter_q || !ms->counter_unrung || !ms->direct_seq ||
-      !ms->posted_seq || !ms->stalled)
+      !ms->posted_seq || !ms->stalled || !ms->backlog_for)
     return -ENOMEM;
   for (unsigned i = 0; i < ncounters; i++)
     weft__waitq_init(&ms->counter_q[i]);

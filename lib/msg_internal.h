@@ -109,6 +109,13 @@ struct weft__msg_shard {
   uint64_t *posted_seq;             /* [nshards] of them known posted (a flush marker) */
   uint64_t *refused;                /* [nshards] of them the kernel refused and that were
                                        queued again (in posted_seq's block) */
+  /* Direct messages waiting for an SQE: the SQ stayed full after a submit
+   * (the kernel took nothing more). Sent in order, before any later direct
+   * message to the same target, from the loop (weft__msg_send_backlog). A
+   * ring of (target << 48 | tag << 32 | val). */
+  uint64_t *backlog;
+  uint32_t backlog_head, backlog_tail, backlog_cap;
+  uint32_t *backlog_for;            /* [nshards] waiting per target */
   weft__waitq flush_q;              /* flushers waiting for lane acks */
   /* As a target: plain threads (and coroutines of other runtimes) waiting
    * in weft_msg_flush_rt for this shard to drain the shared lane. */
@@ -166,7 +173,9 @@ weft__lane *weft__lane_new(unsigned capacity);
 uint32_t weft__lane_push(weft__lane *l, const weft_msg *msgs, uint32_t n);
 /* After a push: true if this producer must ring the doorbell. */
 bool weft__lane_needs_bell(weft__lane *l);
-/* Queues a direct message on me's ring; 0 or -errno. */
+/* Queues a direct message on me's ring - or, when the SQ has no room even
+ * after a submit (or earlier ones to `to` wait), on me's backlog, in order;
+ * 0, or -ENOMEM when neither can take it. */
 int weft__msg_direct(weft__shard *me, weft__shard *to, uint16_t tag, uint32_t val);
 /* Rings `to` from me's ring (submitted at once). */
 void weft__msg_bell(weft__shard *me, weft__shard *to, unsigned kind, unsigned payload);

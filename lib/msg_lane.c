@@ -299,21 +299,69 @@ static bool give_up_resend(weft__shard *sh, int res)
          res == -EBADFD || res == -EBADF;
 }
 
-/* Queues a direct message on me's ring (or posts it now when the SQ has no
- * room even after a submit). */
+static void prep_direct(weft__shard *me, struct io_uring_sqe *sqe, weft__shard *to, uint16_t tag,
+                        uint32_t val)
+{
+  weft__ring_prep_msg(sqe, to->ring_fd, val, ud_msg((unsigned)me->id, tag),
+                      ud_msg_failed(to->id, tag, val));
+}
+
+/* Appends (to, tag, val) to me's backlog; false without memory for it. */
+static bool backlog_push(weft__msg_shard *ms, int to, uint16_t tag, uint32_t val)
+{
+  uint32_t n = ms->backlog_tail - ms->backlog_head, old = ms->backlog_cap;
+  if (n == old) {
+    /* Powers of two: the indices wrap round with the counters. */
+    uint32_t cap = old ? old * 2 : 16;
+    uint64_t *v = cap > old ? weft__malloc_plain((size_t)cap * sizeof(*v)) : NULL;
+    if (!v)
+      return false;
+    for (uint32_t i = 0; i < n; i++)
+      v[i] = ms->backlog[(ms->backlog_head + i) % old];
+    free(ms->backlog);
+    ms->backlog = v;
+    ms->backlog_cap = cap;
+    ms->backlog_head = 0;
+    ms->backlog_tail = n;
+  }
+  ms->backlog[ms->backlog_tail++ % ms->backlog_cap] =
+      (uint64_t)to << 48 | (uint64_t)tag << 32 | val;
+  ms->backlog_for[to]++;
+  return true;
+}
+
 int weft__msg_direct(weft__shard *me, weft__shard *to, uint16_t tag, uint32_t val)
 {
-  struct io_uring_sqe *sqe = weft__ring_sqe(me);
-  if (!sqe) {
-    int r = weft__ring_post_msg(to->ring_fd, ud_msg((unsigned)me->id, tag), val);
-    if (r < 0)
-      return r;
-  } else {
-    weft__ring_prep_msg(sqe, to->ring_fd, val, ud_msg((unsigned)me->id, tag),
-                        ud_msg_failed(to->id, tag, val));
-  }
-  me->msg->direct_seq[to->id]++;
+  weft__msg_shard *ms = me->msg;
+  /* Behind messages to `to` that still wait: never ahead of them. No
+   * synchronous post either: it would overtake those still in the SQ. */
+  struct io_uring_sqe *sqe = ms->backlog_for[to->id] ? NULL : weft__ring_sqe(me);
+  if (sqe)
+    prep_direct(me, sqe, to, tag, val);
+  else if (!backlog_push(ms, to->id, tag, val))
+    return -ENOMEM;
+  ms->direct_seq[to->id]++;
   return 0;
+}
+
+bool weft__msg_backlogged(weft__shard *sh)
+{
+  return sh->msg && sh->msg->backlog_head != sh->msg->backlog_tail;
+}
+
+bool weft__msg_send_backlog(weft__shard *sh)
+{
+  weft__msg_shard *ms = sh->msg;
+  while (ms->backlog_head != ms->backlog_tail) {
+    struct io_uring_sqe *sqe = weft__ring_sqe(sh);
+    if (!sqe)
+      return true;
+    uint64_t e = ms->backlog[ms->backlog_head++ % ms->backlog_cap];
+    int to = (int)(e >> 48);
+    prep_direct(sh, sqe, &sh->rt->shards[to], (uint16_t)(e >> 32), (uint32_t)e);
+    ms->backlog_for[to]--;
+  }
+  return false;
 }
 
 /* Rings `to` from me's ring. Submitted now, not at the next flush: the

@@ -29,7 +29,7 @@
  * exception: a direct message from a coroutine that the kernel refuses to
  * post (it has no memory for it; counted in weft_stats.msg_failed) is sent
  * again when the refusal is reaped, so it arrives after the messages sent
- * meanwhile. It is never lost.
+ * meanwhile. It is never lost (short of memory to hold it again).
  *
  * Receiving: each shard has two receive queues, the normal one
  * (weft_msg_recv) and the hot one (weft_msg_recv_hot) for the tags marked
@@ -51,7 +51,11 @@
  * When sends happen: a coroutine's direct messages are queued as SQEs on
  * its shard's ring and submitted together when it next suspends or yields
  * (or its SQ fills up, or it calls weft_msg_flush): a coroutine that sends
- * and then spins without ever suspending delays them. Doorbells (a lane's or
+ * and then spins without ever suspending delays them. One that finds the SQ
+ * full even after a submit (the kernel taking nothing more for the moment)
+ * waits in the shard's backlog, with the later ones to the same target,
+ * and is sent from there as room comes; a flush waits for them too.
+ * Doorbells (a lane's or
  * a counter's) are submitted at once, so the target drains a lane while the
  * sender is still filling it. Plain threads send at once (a ring-less
  * msg_ring on kernels >= 6.13, else a small ring of the thread's own, made

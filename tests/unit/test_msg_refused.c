@@ -409,3 +409,80 @@ Test(msg, flush_ack_neither_queued_nor_posted_goes_by_eventfd, .timeout = 60)
   rt_assert_clean();
 }
 
+
+/* ---- the SQ with no room even after a submit ------------------------------------------ */
+
+static void *recv_two(void *arg)
+{
+  uint32_t *vals = arg;
+  recv_n(vals, 2);
+  return NULL;
+}
+
+static void *recv_one(void *arg)
+{
+  uint32_t *vals = arg;
+  recv_n(vals, 1);
+  return NULL;
+}
+
+/* The second of two direct messages finds no SQE: it waits in the
+ * sender's backlog and is sent from the loop - after the first, still in
+ * the SQ, never ahead of it (a synchronous post would overtake it). A
+ * third, sent while the second waits, goes behind it. A flush right then
+ * returns only once all three were posted. */
+static void *backlog_order_main(void *arg)
+{
+  (void)arg;
+  uint32_t vals[3] = {0};
+  weft_task *t = spawn_on(1, recv_two, vals);
+  CO_EQ(weft_msg_send(1, TAG, 1), 0);
+  weft__fault_arm(WEFT__FAULT_SQ_FULL, 1);
+  CO_EQ(weft_msg_send(1, TAG, 2), 0);
+  CO_EQ(weft_msg_flush(), 0);
+  CO_EQ(weft_join(t, NULL), 0);
+  CO_EQ(vals[0], 1);
+  CO_EQ(vals[1], 2);
+  /* Again with a third behind the waiting one, received after a flush. */
+  t = spawn_on(1, recv_two, vals);
+  weft__fault_arm(WEFT__FAULT_SQ_FULL, 1);
+  CO_EQ(weft_msg_send(1, TAG, 3), 0);
+  CO_EQ(weft_msg_send(1, TAG, 4), 0);
+  CO_EQ(weft_msg_flush(), 0);
+  CO_EQ(weft_join(t, NULL), 0);
+  CO_EQ(vals[0], 3);
+  CO_EQ(vals[1], 4);
+  return NULL;
+}
+
+Test(msg, direct_message_without_an_sqe_waits_its_turn, .timeout = 60)
+{
+  cr_assert_null(rt_run(2, backlog_order_main, NULL));
+  rt_assert_clean();
+}
+
+/* A refused direct message whose resend finds no SQE: it waits in the
+ * backlog and arrives (before, the synchronous post was refused too and
+ * the message was gone). */
+static void *refused_then_no_sqe_main(void *arg)
+{
+  (void)arg;
+  uint32_t vals[1] = {0};
+  weft_task *t = spawn_on(1, recv_one, vals);
+  weft_sleep(20 * WEFT_MSEC);
+  weft__fault_arm(WEFT__FAULT_SEND, 1);
+  CO_EQ(weft_msg_send(1, TAG, 42), 0);
+  weft__fault_arm(WEFT__FAULT_SQ_FULL, 1); /* for the resend */
+  weft__fault_arm(WEFT__FAULT_POST, 1);    /* were it posted instead */
+  CO_EQ(weft_join(t, NULL), 0);
+  CO_EQ(vals[0], 42);
+  CO_EQ(atomic_load(&weft__fault_countdown[WEFT__FAULT_SQ_FULL]), 0);
+  weft__fault_arm(WEFT__FAULT_POST, 0);
+  return NULL;
+}
+
+Test(msg, refused_direct_message_without_an_sqe_is_not_lost, .timeout = 60)
+{
+  cr_assert_null(rt_run(2, refused_then_no_sqe_main, NULL));
+  rt_assert_clean();
+}
