@@ -306,8 +306,23 @@ static void prep_direct(weft__shard *me, struct io_uring_sqe *sqe, weft__shard *
                       ud_msg_failed(to->id, tag, val));
 }
 
-/* Appends (to, tag, val) to me's backlog; false without memory for it. */
-static bool backlog_push(weft__msg_shard *ms, int to, uint16_t tag, uint32_t val)
+/* Backlog entries: bit 63 set for a doorbell, the target in bits 48-62;
+ * then a message's tag (bits 32-47) and value, or a doorbell's kind (bits
+ * 32-33) and payload. */
+#define BACKLOG_BELL ((uint64_t)1 << 63)
+
+static uint64_t backlog_message(int to, uint16_t tag, uint32_t val)
+{
+  return (uint64_t)to << 48 | (uint64_t)tag << 32 | val;
+}
+
+static uint64_t backlog_bell(int to, unsigned kind, unsigned payload)
+{
+  return BACKLOG_BELL | (uint64_t)to << 48 | (uint64_t)kind << 32 | payload;
+}
+
+/* Appends entry e to me's backlog; false without memory for it. */
+static bool backlog_push(weft__msg_shard *ms, uint64_t e)
 {
   uint32_t n = ms->backlog_tail - ms->backlog_head, old = ms->backlog_cap;
   if (n == old) {
@@ -324,9 +339,9 @@ static bool backlog_push(weft__msg_shard *ms, int to, uint16_t tag, uint32_t val
     ms->backlog_head = 0;
     ms->backlog_tail = n;
   }
-  ms->backlog[ms->backlog_tail++ % ms->backlog_cap] =
-      (uint64_t)to << 48 | (uint64_t)tag << 32 | val;
-  ms->backlog_for[to]++;
+  ms->backlog[ms->backlog_tail++ % ms->backlog_cap] = e;
+  if (!(e & BACKLOG_BELL))
+    ms->backlog_for[(e >> 48) & 0x7fff]++; /* direct messages keep their order */
   return true;
 }
 
@@ -338,7 +353,7 @@ int weft__msg_direct(weft__shard *me, weft__shard *to, uint16_t tag, uint32_t va
   struct io_uring_sqe *sqe = ms->backlog_for[to->id] ? NULL : weft__ring_sqe(me);
   if (sqe)
     prep_direct(me, sqe, to, tag, val);
-  else if (!backlog_push(ms, to->id, tag, val))
+  else if (!backlog_push(ms, backlog_message(to->id, tag, val)))
     return -ENOMEM;
   ms->direct_seq[to->id]++;
   return 0;
@@ -357,9 +372,16 @@ bool weft__msg_send_backlog(weft__shard *sh)
     if (!sqe)
       return true;
     uint64_t e = ms->backlog[ms->backlog_head++ % ms->backlog_cap];
-    int to = (int)(e >> 48);
-    prep_direct(sh, sqe, &sh->rt->shards[to], (uint16_t)(e >> 32), (uint32_t)e);
-    ms->backlog_for[to]--;
+    int to = (int)((e >> 48) & 0x7fff);
+    weft__shard *target = &sh->rt->shards[to];
+    if (e & BACKLOG_BELL) {
+      unsigned kind = (unsigned)(e >> 32) & 3, payload = (unsigned)e & 0x1ffff;
+      weft__ring_prep_msg(sqe, target->ring_fd, 0, ud_bell(kind, payload),
+                          ud_bell_failed(to, kind, payload));
+    } else {
+      prep_direct(sh, sqe, target, (uint16_t)(e >> 32), (uint32_t)e);
+      ms->backlog_for[to]--;
+    }
   }
   return false;
 }
@@ -388,6 +410,9 @@ void weft__msg_bell(weft__shard *me, weft__shard *to, unsigned kind, unsigned pa
    * doorbell could leave a full lane unrung for good, a counter's takers or
    * a flusher asleep. */
   if (weft__ring_wake_by_fd(to))
+    return;
+  /* No way at all now: the loop rings it from the backlog, as SQEs come. */
+  if (backlog_push(me->msg, backlog_bell(to->id, kind, payload)))
     return;
   if (kind == WEFT__BELL_LANE) {
     /* Let the next push ring instead of leaving the lane marked as rung. */
