@@ -323,6 +323,27 @@ static int send_from_own_ring(int target_fd, uint64_t data, uint32_t len)
   }
 }
 
+/* After sending a wake-up to `to` from me's ring: a refusal of it (or of an
+ * earlier one to `to`) is in me's CQ already - msg_ring is done inline at
+ * the submission - and is acted on now, as the loop would at its next reap:
+ * the running task may compute for long before that, `to` asleep
+ * meanwhile and every other waker of `to` told that a wake-up is on its way.
+ * The CQE is then marked for the loop to skip. Without the eventfd either,
+ * the mark comes down so that the next waker tries. */
+static void act_on_refused_wake(weft__shard *me, weft__shard *to)
+{
+  uint64_t ud = WEFT__UD_WAKE_SENT | ((uint64_t)to->id << 3);
+  unsigned head;
+  struct io_uring_cqe *cqe;
+  io_uring_for_each_cqe(&me->ring, head, cqe) {
+    if (cqe->user_data != ud)
+      continue;
+    cqe->user_data = WEFT__UD_IGNORE; /* ours until the loop advances the CQ */
+    if (cqe->res < 0 && !weft__ring_wake_by_fd(to))
+      atomic_store_explicit(&to->wake_pending, 0, memory_order_release);
+  }
+}
+
 void weft__ring_send_wake(weft__shard *to)
 {
   weft__shard *me = weft__shard_self();
@@ -340,6 +361,7 @@ void weft__ring_send_wake(weft__shard *to)
       me->sq_pending = 0;
       io_uring_submit(&me->ring);
       weft__count(&me->stats.enters, 1);
+      act_on_refused_wake(me, to);
       return;
     }
   }

@@ -144,6 +144,42 @@ static void *wake_main(void *arg)
   return NULL;
 }
 
+/* The refusal is acted on by the sender at once, not at its next reap:
+ * here the sender computes (without suspending) until the woken task has
+ * run, for 10 s at most - for ever, were the fallback left to its loop. */
+static atomic_bool woken_ran;
+
+static void *note_run(void *arg)
+{
+  (void)arg;
+  atomic_store(&woken_ran, true);
+  return NULL;
+}
+
+static void *wake_then_compute_main(void *arg)
+{
+  (void)arg;
+  atomic_store(&woken_ran, false);
+  weft__fault_arm(WEFT__FAULT_SEND, 1);
+  weft_task *t = spawn_on(1, note_run, NULL);
+  int64_t until = in_ms(10000);
+  while (!atomic_load(&woken_ran) && weft_now() < until)
+    ;
+  CO_CHECK(atomic_load(&woken_ran));
+  CO_EQ(send_faults_left(), 0);
+  CO_EQ(weft_join(t, NULL), 0);
+  return NULL;
+}
+
+Test(msg, refused_wake_up_is_replaced_before_the_sender_reaps, .timeout = 60)
+{
+  weft_runtime *rt = rt_start(2);
+  cr_assert(rt_wait_parked(rt, 1), "shard 1 never slept");
+  cr_assert_eq(weft_join(rt_submit_on(rt, 0, wake_then_compute_main, NULL), NULL), 0);
+  rt_assert_clean();
+  rt_stop_idle(rt);
+}
+
 Test(msg, refused_wake_up_falls_back_to_the_eventfd, .timeout = 60)
 {
   weft_runtime *rt = rt_start(2);
