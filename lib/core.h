@@ -183,6 +183,8 @@ struct weft__shard {
   int ring_fd;                  /* for msg_ring senders; -1 until set up */
   int wake_fd;                  /* eventfd polled by the ring: the wake-up of
                                    last resort (lib/ring.c); -1 until set up */
+  bool wake_fd_unarmed;         /* its poll ended and could not be armed again
+                                   (no SQE): the loop tries again (owner only) */
   unsigned ring_flags;          /* WEFT_RING_* in use */
   unsigned ring_entries;
   int setup_result;             /* 0 or -errno from ring setup on the thread */
@@ -397,6 +399,9 @@ void weft__ring_send_wake(weft__shard *to);
 bool weft__ring_wake_by_fd(weft__shard *to);
 /* sh's eventfd poll completed (sh's thread): drain it, re-arm if needed. */
 void weft__ring_wake_fd_cqe(weft__shard *sh, unsigned flags);
+/* Arms the poll on sh's eventfd again after it ended (sh's thread);
+ * sh->wake_fd_unarmed stays set while there is no SQE for it. */
+void weft__ring_arm_wake_fd(weft__shard *sh);
 /* Posts a msg_ring message (target CQE: user_data `data`, res `len`) to the
  * ring `target_fd` without using a shard ring: the ring-less send, or this
  * thread's own small ring. Synchronous: 0 once posted, or -errno. Leaves

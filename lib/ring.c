@@ -163,7 +163,16 @@ void weft__ring_wake_fd_cqe(weft__shard *sh, unsigned flags)
   if (flags & IORING_CQE_F_MORE)
     return;
   /* The kernel ended the multishot poll (a full CQ, say): arm it again. */
+  weft__ring_arm_wake_fd(sh);
+}
+
+void weft__ring_arm_wake_fd(weft__shard *sh)
+{
+  /* A full CQ that ended the poll often leaves the SQ full too (the
+   * kernel takes no submission while it overflows): then the loop tries
+   * again, or refused wake-ups would go to an eventfd nobody polls. */
   struct io_uring_sqe *sqe = weft__ring_sqe(sh);
+  sh->wake_fd_unarmed = !sqe;
   if (sqe) {
     io_uring_prep_poll_multishot(sqe, sh->wake_fd, POLLIN);
     io_uring_sqe_set_data64(sqe, WEFT__UD_WAKE_FD);

@@ -448,9 +448,11 @@ static void park(weft__shard *sh)
    * `sleeping` was raised is seen here, after it is seen there. */
   if (!has_work(sh) && !should_exit(sh) && !weft__steal_work_elsewhere(sh)) {
     int64_t next = weft__timer_next(&sh->timers);
-    /* Direct messages waiting for SQEs: look again soon, whatever wakes
-     * us (what frees the SQ is the kernel taking it, not an event). */
-    if (weft__msg_backlogged(sh) && (next < 0 || next > weft__now() + WEFT_MSEC))
+    /* Direct messages or the eventfd's poll waiting for SQEs: look again
+     * soon, whatever wakes us (what frees the SQ is the kernel taking it,
+     * not an event). */
+    if ((weft__msg_backlogged(sh) || sh->wake_fd_unarmed) &&
+        (next < 0 || next > weft__now() + WEFT_MSEC))
       next = weft__now() + WEFT_MSEC;
     struct __kernel_timespec ts, *tsp = NULL;
     if (next >= 0) {
@@ -486,6 +488,8 @@ static void loop(weft__shard *sh)
     weft__op_drain_cancels(sh);
     if (weft__msg_backlogged(sh))
       weft__msg_send_backlog(sh);
+    if (sh->wake_fd_unarmed)
+      weft__ring_arm_wake_fd(sh);
     flush(sh);
     weft__shard_reap(sh);
     if (weft__timer_next(&sh->timers) >= 0)

@@ -533,3 +533,51 @@ Test(msg, refused_direct_message_without_an_sqe_is_not_lost, .timeout = 60)
   cr_assert_null(rt_run(2, refused_then_no_sqe_main, NULL));
   rt_assert_clean();
 }
+
+/* ---- the eventfd's poll, ended and not armed at once -------------------------------------- */
+
+/* Shard 1's poll on its eventfd ends (cancelled here, as a full CQ ends
+ * it) when there is no SQE to arm it again: the loop arms it a pass later
+ * (meanwhile the shard sleeps 1 ms at most). Then a refused wake-up to the
+ * sleeping shard 1, which goes by the eventfd, is heard. */
+static void *end_the_eventfd_poll(void *arg)
+{
+  (void)arg;
+  weft__shard *sh = weft__shard_self();
+  struct io_uring_sqe *sqe = io_uring_get_sqe(&sh->ring);
+  CO_CHECK(sqe != NULL);
+  if (!sqe)
+    return NULL;
+  io_uring_prep_cancel64(sqe, WEFT__UD_WAKE_FD, 0);
+  io_uring_sqe_set_data64(sqe, WEFT__UD_IGNORE);
+  sh->sq_pending++;
+  weft__fault_arm(WEFT__FAULT_SQ_FULL, 1); /* for the poll's next arming */
+  /* The loop submits the cancel, reaps the poll's last CQE, finds no SQE. */
+  for (int i = 0; i < 10000 && atomic_load(&weft__fault_countdown[WEFT__FAULT_SQ_FULL]); i++)
+    weft_sleep(100 * WEFT_USEC);
+  CO_EQ(atomic_load(&weft__fault_countdown[WEFT__FAULT_SQ_FULL]), 0);
+  /* Armed again by the loop, a pass later. */
+  CO_CHECK(RT_POLL(!sh->wake_fd_unarmed));
+  return NULL;
+}
+
+static void *wake_by_fd_main(void *arg)
+{
+  (void)arg;
+  weft__fault_arm(WEFT__FAULT_SEND, 1);
+  weft_task *t = spawn_on(1, where_am_i, NULL);
+  void *v = NULL;
+  CO_EQ(weft_join_dl(t, &v, in_ms(10000)), 0);
+  CO_EQ((intptr_t)v, 1);
+  return NULL;
+}
+
+Test(msg, eventfd_poll_without_an_sqe_is_armed_again_by_the_loop, .timeout = 60)
+{
+  weft_runtime *rt = rt_start(2);
+  cr_assert_eq(weft_join(rt_submit_on(rt, 1, end_the_eventfd_poll, NULL), NULL), 0);
+  cr_assert(rt_wait_parked(rt, 1), "shard 1 never slept");
+  cr_assert_eq(weft_join(rt_submit_on(rt, 0, wake_by_fd_main, NULL), NULL), 0);
+  rt_assert_clean();
+  rt_stop_idle(rt);
+}
