@@ -119,8 +119,10 @@ WEFT_API bool weft_boundary_waiting(const weft_boundary_ticket *t);
 /* Completes t's call with resp and frees t. Returns 0 when the caller gets
  * resp (the caller owns it now), or, when the call ended first and the
  * server keeps resp: -ETIMEDOUT (the caller's deadline passed), -ECANCELED
- * (the calling coroutine was cancelled), -EPIPE (the boundary was closed).
- * -EINVAL for a NULL t. Never blocks; callable from any thread. */
+ * (the calling coroutine was cancelled, or the call ended with -ENOMEM
+ * while the server held the request: no memory for its deadline timer),
+ * -EPIPE (the boundary was closed). -EINVAL for a NULL t. Never blocks;
+ * callable from any thread. */
 WEFT_API int weft_boundary_respond(weft_boundary_ticket *t, void *resp);
 
 /* Completes t's call with an error instead of a response and frees t: the
