@@ -200,6 +200,7 @@ struct weft__shard {
   uint64_t ready_seq;           /* stamps tasks as they become runnable, so
                                    the two run queues are served oldest first */
   int64_t spin_window;          /* the current spin window (see spin_max_ns) */
+  _Atomic int64_t spin_window_peak; /* the largest it has been (read by tests) */
   unsigned direct_left;         /* hand-overs the running task may still make
                                    (weft__task_suspend); 0 outside run_ready */
 

@@ -432,9 +432,11 @@ static void adapt_spin(weft__shard *sh, int64_t slept)
   const weft_config *c = &sh->rt->cfg;
   if (c->spin_max_ns <= c->spin_ns || c->spin_ns <= 0)
     return;
-  if (slept <= sh->spin_window)
+  if (slept <= sh->spin_window) {
     sh->spin_window = sh->spin_window > c->spin_max_ns / 2 ? c->spin_max_ns : sh->spin_window * 2;
-  else if (slept > 4 * sh->spin_window)
+    if (sh->spin_window > atomic_load_explicit(&sh->spin_window_peak, memory_order_relaxed))
+      atomic_store_explicit(&sh->spin_window_peak, sh->spin_window, memory_order_relaxed);
+  } else if (slept > 4 * sh->spin_window)
     sh->spin_window = sh->spin_window / 2 < c->spin_ns ? c->spin_ns : sh->spin_window / 2;
 }
 
@@ -550,6 +552,7 @@ void *weft__shard_main(void *arg)
   sh->steal.cursor = (unsigned)(sh->id + 1);
   sh->steal.stuck_victim = -1;
   sh->spin_window = sh->rt->cfg.spin_ns;
+  atomic_store_explicit(&sh->spin_window_peak, sh->spin_window, memory_order_relaxed);
   /* The ring is created on this thread so that SINGLE_ISSUER and
    * DEFER_TASKRUN bind it to the thread that will submit and reap. */
   int r = weft__ring_setup(sh);
