@@ -793,6 +793,7 @@ static void race_for_one_byte(bool vectored)
 {
   int p[2];
   cr_assert_eq(io_pipe(p), 0);
+  int conclusive = 0;
   for (int round = 0; round < 40; round++) {
     pthread_barrier_t go;
     pthread_barrier_init(&go, NULL, 3);
@@ -818,10 +819,16 @@ static void race_for_one_byte(bool vectored)
     pthread_barrier_destroy(&go);
     int ones = (pr[0].r == 1) + (pr[1].r == 1);
     int touts = (pr[0].r == -ETIMEDOUT) + (pr[1].r == -ETIMEDOUT);
-    cr_assert(ones == 1 && touts == 1, "round %d: results %zd and %zd", round, pr[0].r, pr[1].r);
-    char c;
-    cr_assert_eq(read(p[0], &c, 1), 1); /* the second byte, still there */
+    /* Two bytes read is the loser blocking past its deadline. Both timed
+     * out only if both were held up past it before looking (a loaded
+     * machine): that round shows nothing, and both bytes are still there. */
+    cr_assert(ones + touts == 2 && ones < 2, "round %d: results %zd and %zd", round, pr[0].r,
+              pr[1].r);
+    char c[2];
+    cr_assert_eq(read(p[0], c, (size_t)(2 - ones)), 2 - ones); /* what is still there */
+    conclusive += ones == 1;
   }
+  cr_assert_geq(conclusive, 1, "no round had one reader take the byte");
   io_close_pipe(p);
 }
 
