@@ -206,18 +206,20 @@ Test(net, exact_small_buffers, .timeout = 60)
   rt_assert_no_leaks();
 }
 
-/* A plain thread trickles bytes: one every millisecond, then a pause. */
+/* A plain thread trickles bytes: one every millisecond - the first ones,
+ * then, after `go` (10 s at most), the rest. */
 struct trickle {
   int fd;
-  int first, pause_ms, rest;
+  int first, rest;
+  atomic_bool go;
 };
 
 static void *trickle_thread(void *arg)
 {
   struct trickle *tr = arg;
   for (int i = 0; i < tr->first + tr->rest; i++) {
-    if (i == tr->first)
-      usleep((useconds_t)tr->pause_ms * 1000);
+    for (int w = 0; i == tr->first && w < 10000 && !atomic_load(&tr->go); w++)
+      usleep(1000);
     char c = (char)('a' + i % 26);
     if (send(tr->fd, &c, 1, MSG_NOSIGNAL) != 1)
       break;
@@ -232,7 +234,7 @@ static void *trickle_body(void *arg)
   int a = -1, b = -1;
   CO_EQ(tcp_pair(&a, &b), 0);
   /* 40 bytes one at a time: one recv_exact. */
-  struct trickle tr = {.fd = a, .first = 40};
+  struct trickle tr = {.fd = a, .first = 40, .go = true};
   pthread_t th;
   CO_EQ(pthread_create(&th, NULL, trickle_thread, &tr), 0);
   char buf[128];
@@ -243,13 +245,15 @@ static void *trickle_body(void *arg)
     CO_EQ(buf[i], 'a' + i % 26);
   pthread_join(th, NULL);
 
-  /* 30 bytes, a pause past the deadline, 20 more: the deadline stops the
-   * call with exactly the 30 bytes counted, and the cancelled op took
-   * nothing after them. */
-  struct trickle tr2 = {.fd = a, .first = 30, .pause_ms = 400, .rest = 20};
+  /* 30 bytes, then nothing until the deadline has passed, then 20 more:
+   * the deadline stops the call with exactly the 30 bytes counted, and the
+   * cancelled op took nothing after them. (2 s is ample for 30 bytes 1 ms
+   * apart, even on a loaded machine.) */
+  struct trickle tr2 = {.fd = a, .first = 30, .rest = 20};
   CO_EQ(pthread_create(&th, NULL, trickle_thread, &tr2), 0);
   done = 99;
-  CO_EQ(weft_recv_exact_dl(b, buf, 50, &done, weft_now() + 200 * WEFT_MSEC), -ETIMEDOUT);
+  CO_EQ(weft_recv_exact_dl(b, buf, 50, &done, weft_now() + 2 * WEFT_SEC), -ETIMEDOUT);
+  atomic_store(&tr2.go, true);
   CO_EQ(done, 30);
   CO_EQ(weft_recv_exact(b, buf + 30, 20, &done), 20);
   for (int i = 0; i < 50; i++)
