@@ -651,6 +651,10 @@ int weft_lstat(const char *path, struct stat *st)
 
 int weft_fstat(int fd, struct stat *st)
 {
+  /* statx(AT_FDCWD, "", AT_EMPTY_PATH) would describe the working
+   * directory; fstat(2) says EBADF for any negative descriptor. */
+  if (fd < 0)
+    return -EBADF;
   return stat_via_statx(fd, "", AT_EMPTY_PATH, st);
 }
 

@@ -67,7 +67,15 @@ static bool is_regular_file(int fd)
 static ssize_t plain_rw_errno(int fd, const struct iovec *iov, int cnt, off_t off,
                               int64_t deadline, bool write_op)
 {
-  bool nowait = deadline >= 0;
+  /* Nothing to move: read(2) and write(2) answer at once (0, or the
+   * descriptor's error), readiness or not - so does this, but for a
+   * deadline already passed, which fails every call at once. */
+  size_t total = 0;
+  for (int i = 0; i < cnt && total == 0; i++)
+    total += iov[i].iov_len;
+  if (total == 0 && deadline >= 0 && deadline <= weft__now())
+    return -ETIMEDOUT;
+  bool nowait = deadline >= 0 && total > 0;
   for (;;) {
     /* Without a deadline the blocking call itself does the waiting. */
     int r = nowait ? weft__poll_ready(fd, write_op ? POLLOUT : POLLIN, deadline) : 0;

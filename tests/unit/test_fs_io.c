@@ -329,6 +329,8 @@ static void *sync_size_body(void *arg)
   struct stat st;
   CO_EQ(weft_fstat(fd, &st), 0);
   CO_EQ(st.st_size, 1 << 20);
+  CO_EQ(weft_fstat(AT_FDCWD, &st), -EBADF); /* as fstat(2), not the working directory */
+  CO_EQ(weft_fstat(-1, &st), -EBADF);
   CO_EQ(weft_fallocate(fd, 0, 0, 0), -EINVAL);
   CO_EQ(weft_fallocate(fd, 0, -1, 10), -EINVAL);
   CO_EQ(weft_fallocate(fd, 0x40000000, 0, 10), -EOPNOTSUPP); /* unknown mode bit */

@@ -631,6 +631,8 @@ Test(op, plain_thread_falls_back_to_syscalls, .timeout = 30)
   cr_assert_eq(weft_read_dl(p[0], buf, sizeof(buf), t0 + 20 * WEFT_MSEC), -ETIMEDOUT);
   cr_assert_geq(weft_now(), t0 + 20 * WEFT_MSEC);
   cr_assert_eq(weft_read_dl(p[0], buf, sizeof(buf), t0 - 1), -ETIMEDOUT);
+  cr_assert_eq(weft_read_dl(p[0], buf, 0, weft_now() + 10 * WEFT_SEC), 0); /* empty pipe */
+  cr_assert_eq(weft_read_dl(p[0], buf, 0, t0 - 1), -ETIMEDOUT); /* a passed deadline still */
   cr_assert_eq(weft_write(p[1], "abc", 3), 3);
   cr_assert_eq(weft_write_dl(p[1], "de", 2, weft_now() + WEFT_SEC), 2);
   cr_assert_eq(weft_read_dl(p[0], buf, sizeof(buf), weft_now() + WEFT_SEC), 5);
@@ -645,6 +647,11 @@ Test(op, plain_thread_falls_back_to_syscalls, .timeout = 30)
     ;
   cr_assert_eq(fcntl(p[1], F_SETFL, 0), 0);
   cr_assert_eq(weft_write_dl(p[1], "x", 1, weft_now() + 10 * WEFT_MSEC), -ETIMEDOUT);
+  /* Nothing to move: 0 at once, as read(2)/write(2) say it, readiness or
+   * not - the full pipe here, the empty one below. */
+  cr_assert_eq(weft_write_dl(p[1], "x", 0, weft_now() + 10 * WEFT_SEC), 0);
+  struct iovec none = {big, 0};
+  cr_assert_eq(weft_writev_dl(p[1], &none, 1, weft_now() + 10 * WEFT_SEC), 0);
   close(p[1]);
   while (weft_read(p[0], big, sizeof(big)) > 0)
     ;
