@@ -23,7 +23,7 @@ extern "C" {
 /* Runs fn(arg) on a pool thread and stores its result in *ret (if ret is not
  * NULL). Returns 0, or -ENOMEM / -EAGAIN when the pool has no thread and
  * none can be started (the job did not run), or -ETIMEDOUT at once for a
- * deadline already passed (nor did it). When every pool thread is busy and
+ * deadline already passed (nor did it), or -EINVAL for a NULL fn. When every pool thread is busy and
  * no other can be started, the job waits for one of them.
  * On a plain thread fn runs right there, on the caller's thread, and a
  * deadline only decides whether it starts.

@@ -126,7 +126,8 @@ WEFT_API ssize_t weft_pwritev_dl(int fd, const struct iovec *iov, int iovcnt, of
  * before it are then reported only through the _dl variants' `done` (if not
  * NULL), which receives the count of bytes transferred on every path. The
  * deadline bounds the whole transfer. The read/write forms use the file
- * position (any descriptor), the p- forms offset `off` onwards. */
+ * position (any descriptor), the p- forms offset `off` onwards: a negative
+ * `off` is -EINVAL, checked before the n == 0 shortcut. */
 WEFT_API ssize_t weft_read_full(int fd, void *buf, size_t n);
 WEFT_API ssize_t weft_read_full_dl(int fd, void *buf, size_t n, size_t *done, int64_t deadline);
 WEFT_API ssize_t weft_pread_full(int fd, void *buf, size_t n, off_t off);

@@ -39,7 +39,9 @@ WEFT_API int weft_group_spawn(weft_group *g, const weft_spawn_opts *o, void *(*f
 
 /* Waits until every member spawned so far has returned; see above for the
  * result. _dl: -ETIMEDOUT when the deadline passes first. A coroutine that is
- * itself cancelled gets -ECANCELED. From plain threads too. */
+ * itself cancelled gets -ECANCELED if it has to wait; with nothing to wait
+ * for (no member left) it gets the result, as any wait that need not wait.
+ * From plain threads too. */
 WEFT_API int weft_group_wait(weft_group *g);
 WEFT_API int weft_group_wait_dl(weft_group *g, int64_t deadline);
 

@@ -84,7 +84,7 @@ typedef struct weft_stats {
                                weft_config.msg_queue_limit, or full with no
                                memory to grow */
   unsigned ring_flags;      /* WEFT_RING_* in use (sum: those every shard uses) */
-  unsigned ring_entries;    /* SQ size of the ring */
+  unsigned ring_entries;    /* SQ size of the ring (sum: of all the rings) */
 } weft_stats;
 
 /* Fills *out for one shard of rt (shard -1: the sum over all shards);
@@ -92,10 +92,10 @@ typedef struct weft_stats {
  * NULL out), -EPERM (rt NULL on a plain thread). */
 WEFT_API int weft_stats_get(weft_runtime *rt, int shard, weft_stats *out);
 
-/* Writes one line per live task of rt (NULL = current): id, name, shard,
- * "stealable" (placed STEALABLE or STEALABLE_PREFERRED and not pinned since)
- * or "fixed", and state ("runnable", "running", "waiting"; " cancelled"
- * after it when cancelled), as
+/* Writes one line per live task of rt (NULL = current): id, name ("-" if
+ * it has none), shard, "stealable" (placed STEALABLE or STEALABLE_PREFERRED
+ * and not pinned since) or "fixed", and state ("runnable", "running",
+ * "waiting"; " cancelled" after it when cancelled), as
  *   task 7 reader               shard 1 stealable waiting
  * Returns the number of tasks listed, or -EPERM / -EINVAL. */
 WEFT_API int weft_dump(weft_runtime *rt, FILE *out);
