@@ -63,7 +63,7 @@ Test(boundary, cancelled_caller_coroutine_ends_the_call_on_both_sides, .timeout 
   int *late = malloc(sizeof(*late));
   cr_assert_eq(weft_boundary_respond(t, late), -ECANCELED);
   free(late);
-  weft_join(ct, NULL);
+  cr_assert_eq(weft_join(ct, NULL), -ECANCELED);
 
   /* Cancelled while its request is queued: withdrawn. */
   memset(&c, 0, sizeof(c));
@@ -77,7 +77,7 @@ Test(boundary, cancelled_caller_coroutine_ends_the_call_on_both_sides, .timeout 
   cr_assert_eq(c.result, -ECANCELED);
   cr_assert_eq(GAUGE(b, queued), 0);
   cr_assert_eq(weft_boundary_recv(b, &t, weft_now() - 1), -ETIMEDOUT);
-  weft_join(ct, NULL);
+  cr_assert_eq(weft_join(ct, NULL), -ECANCELED);
 
   assert_counts(b, 2, 0, 0, 0, 2, 0, 0);
   cr_assert_eq(bstats(b).late, 1);
@@ -128,7 +128,7 @@ Test(boundary, server_recv_deadline_cancel_and_close, .timeout = 30)
   cr_assert_eq(weft_cancel(t1), 0);
   cr_assert(RT_POLL(atomic_load(&r3.returned)));
   cr_assert_eq(r3.result, -ECANCELED);
-  weft_join(t1, NULL);
+  cr_assert_eq(weft_join(t1, NULL), -ECANCELED);
   cr_assert(RT_POLL(GAUGE(b, recv_waiters) == 0));
 
   /* Close releases a waiting coroutine and a waiting thread. */
@@ -361,7 +361,7 @@ Test(boundary, stress_deadlines_and_cancels_race_responses, .timeout = 110)
   for (int i = 0; i < ST_TH; i++)
     cr_assert_eq(pthread_join(th[i], NULL), 0);
   for (int i = 0; i < ST_DOOMED; i++)
-    weft_join(doomed[i], NULL);
+    cr_assert_eq(weft_join(doomed[i], NULL), -ECANCELED);
   cr_assert_eq(weft_boundary_close(s.b), 0);
   for (int i = 0; i < 3; i++)
     cr_assert_eq(weft_join(srv[i], NULL), 0);

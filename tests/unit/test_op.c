@@ -872,7 +872,9 @@ static void *oom_deadline_main(void *arg)
   char c;
   weft__fault_arm(WEFT__FAULT_MALLOC, 1);
   ssize_t r = weft_read_dl(p[0], &c, 1, weft_now() + 20 * WEFT_MSEC);
+  long unfired = atomic_load(&weft__fault_countdown[WEFT__FAULT_MALLOC]);
   weft__fault_arm(WEFT__FAULT_MALLOC, 0);
+  CO_EQ(unfired, 0); /* the timer's allocation was the one refused */
   CO_CHECK(r == -ENOMEM || r == -ETIMEDOUT);
   if (r != -ENOMEM && r != -ETIMEDOUT)
     CO_EQ(r, -ETIMEDOUT);
