@@ -66,6 +66,7 @@ Test(runtime, task_returning_with_a_multishot_op_ends_it, .timeout = 30)
 struct reader {
   int fd;
   atomic_bool reading;
+  atomic_int got; /* bytes received */
   atomic_int last;
 };
 
@@ -77,8 +78,10 @@ static void *reads_until_cancelled(void *arg)
   const void *data;
   ssize_t n;
   atomic_store(&r->reading, true);
-  while ((n = weft_recv_stream_next(s, &data, WEFT_NO_DEADLINE)) > 0)
+  while ((n = weft_recv_stream_next(s, &data, WEFT_NO_DEADLINE)) > 0) {
+    atomic_fetch_add(&r->got, (int)n);
     weft_recv_stream_release(s);
+  }
   atomic_store(&r->last, (int)n);
   return NULL; /* without weft_recv_stream_close */
 }
@@ -94,7 +97,9 @@ Test(runtime, stop_ends_a_task_that_left_its_receive_stream_open, .timeout = 30)
   while (!atomic_load(&r.reading))
     usleep(1000);
   cr_assert_eq(send(sv[1], "hello", 5, 0), 5);
-  usleep(20 * 1000); /* the reader takes it and waits again */
+  /* The reader takes it and waits again. */
+  cr_assert(RT_POLL(atomic_load(&r.got) == 5), "the reader never got the 5 bytes");
+  cr_assert(RT_POLL(rt_dump_count(rt, " waiting") == 1), "the reader never waited again");
   weft_detach(t);
   /* Cancels the reader; it returns with the stream open; the stream's
    * receive is ended by the task, so the stop completes. */
