@@ -1,0 +1,339 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libweft-hook, the waits for readiness: poll, ppoll, select, pselect,
+ * epoll_wait and epoll_pwait in a coroutine wait as weft does (weft_poll),
+ * with libc's results. The rest of the hook, and what it promises, is in
+ * hook.c.
+ */
+#include "hook_internal.h"
+
+NEXT(int, poll, (struct pollfd *, nfds_t, int))
+NEXT(int, ppoll, (struct pollfd *, nfds_t, const struct timespec *, const sigset_t *))
+NEXT(int, select, (int, fd_set *, fd_set *, fd_set *, struct timeval *))
+NEXT(int, pselect,
+     (int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *))
+NEXT(int, epoll_wait, (int, struct epoll_event *, int, int))
+NEXT(int, epoll_pwait, (int, struct epoll_event *, int, int, const sigset_t *))
+
+/* ---- poll and select ------------------------------------------------------------------ */
+
+/* The waits below take an absolute deadline, WEFT_NO_DEADLINE for none. */
+static int64_t deadline_in_ms(int timeout)
+{
+  return timeout < 0 ? WEFT_NO_DEADLINE : after((int64_t)timeout * WEFT_MSEC);
+}
+
+/* ppoll's and pselect's timeout (NULL: none) as a deadline. */
+static int64_t deadline_in_ts(const struct timespec *ts)
+{
+  return ts ? after(timespec_ns(ts)) : WEFT_NO_DEADLINE;
+}
+
+/* weft_poll_dl for the calls below: the ready events, 0 once the call's own
+ * timeout has passed, or -errno - -ETIMEDOUT only when a deadline scope
+ * ended the wait first. */
+static int wait_ready(int fd, short events, int64_t deadline)
+{
+  int r = weft_poll_dl(fd, (unsigned short)events, deadline);
+  if (r == -ETIMEDOUT && deadline >= 0 && weft_now() >= deadline)
+    return 0;
+  return r;
+}
+
+/* No descriptors: poll(2) is a sleep. */
+static int poll_nothing(int64_t deadline)
+{
+  for (;;) {
+    int r = deadline < 0 ? weft_sleep(3600 * WEFT_SEC) : weft_sleep_until(deadline);
+    if (r < 0)
+      return r;
+    if (deadline >= 0)
+      return 0;
+  }
+}
+
+/* One descriptor: one weft_poll. A bad one is POLLNVAL, as poll(2) says it.
+ * With no time left (a timeout of 0), poll(2) itself answers: weft_poll
+ * with a passed deadline would not even ask. */
+static int poll_one(struct pollfd *p, int64_t deadline)
+{
+  if (deadline >= 0 && deadline <= weft_now()) {
+    int n = (int)CALL_NEXT(poll, p, 1, 0);
+    return n < 0 ? -errno : n;
+  }
+  int r = wait_ready(p->fd, p->events, deadline);
+  if (r == -EBADF) {
+    p->revents = POLLNVAL;
+    return 1;
+  }
+  if (r <= 0)
+    return r;
+  p->revents = (short)r;
+  return 1;
+}
+
+/* Several: ask poll(2) without waiting; if none is ready, wait in weft_poll
+ * for an epoll instance holding them all (readable once any of them is),
+ * and ask again. */
+static int poll_many(struct pollfd *fds, nfds_t n, int64_t deadline)
+{
+  int r = (int)CALL_NEXT(poll, fds, n, 0);
+  if (r != 0 || (deadline >= 0 && deadline <= weft_now()))
+    return r < 0 ? -errno : r;
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  if (ep < 0)
+    return -errno;
+  for (nfds_t i = 0; i < n; i++) {
+    if (fds[i].fd < 0)
+      continue;
+    struct epoll_event ev = {.events = (uint32_t)(unsigned short)fds[i].events};
+    /* Refused (EPERM: a regular file, always ready) or gone (EBADF): the
+     * next poll(2) reports it. A descriptor listed twice waits for the
+     * events of every entry. */
+    if (epoll_ctl(ep, EPOLL_CTL_ADD, fds[i].fd, &ev) < 0 && errno == EEXIST) {
+      for (nfds_t k = 0; k < i; k++)
+        if (fds[k].fd == fds[i].fd)
+          ev.events |= (uint32_t)(unsigned short)fds[k].events;
+      epoll_ctl(ep, EPOLL_CTL_MOD, fds[i].fd, &ev);
+    }
+  }
+  for (;;) {
+    r = wait_ready(ep, POLLIN, deadline);
+    if (r <= 0)
+      break;
+    r = (int)CALL_NEXT(poll, fds, n, 0);
+    if (r != 0) {
+      if (r < 0)
+        r = -errno;
+      break;
+    }
+  }
+  close(ep);
+  return r;
+}
+
+/* poll(2) in a coroutine: the number of ready entries, or -errno. */
+static int poll_until(struct pollfd *fds, nfds_t n, int64_t deadline)
+{
+  int saved = errno;
+  for (nfds_t i = 0; i < n; i++)
+    fds[i].revents = 0;
+  int r;
+  if (n == 0)
+    r = poll_nothing(deadline);
+  else if (n == 1 && fds[0].fd >= 0)
+    r = poll_one(&fds[0], deadline);
+  else
+    r = poll_many(fds, n, deadline);
+  errno = saved;
+  return r;
+}
+
+HOOK int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+  if (!in_coroutine())
+    return (int)CALL_NEXT(poll, fds, n, timeout);
+  return (int)libc_result(poll_until(fds, n, deadline_in_ms(timeout)));
+}
+
+/* Without a signal mask ppoll is poll with a timespec (left as it is, as
+ * glibc's ppoll leaves it). */
+HOOK int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask)
+{
+  if (!in_coroutine() || mask)
+    return (int)CALL_NEXT(ppoll, fds, n, ts, mask);
+  if (ts && !timespec_valid(ts)) {
+    errno = EINVAL;
+    return -1;
+  }
+  return (int)libc_result(poll_until(fds, n, deadline_in_ts(ts)));
+}
+
+/* The sets as the kernel reads them: bit arrays of unsigned longs, as long
+ * as nfds asks - past FD_SETSIZE too, for a program that allocates bigger
+ * sets (FD_ISSET and FD_CLR would refuse those descriptors). */
+#define SET_BITS (8 * sizeof(unsigned long))
+
+static bool in_set(const fd_set *s, int fd)
+{
+  const unsigned long *w = (const unsigned long *)(const void *)s;
+  return s && (w[(unsigned)fd / SET_BITS] >> ((unsigned)fd % SET_BITS) & 1);
+}
+
+/* Leaves fd in set s only if it is ready for what s asks; 1 if it stays. */
+static int keep(fd_set *s, int fd, bool ready)
+{
+  if (!in_set(s, fd))
+    return 0;
+  if (!ready)
+    ((unsigned long *)(void *)s)[(unsigned)fd / SET_BITS] &= ~(1ul << ((unsigned)fd % SET_BITS));
+  return ready;
+}
+
+/* The size of the process's descriptor table ("FDSize" in
+ * /proc/self/status), or -1. */
+static long fd_table_size(void)
+{
+  FILE *f = fopen("/proc/self/status", "re");
+  if (!f)
+    return -1;
+  char line[128];
+  long size = -1;
+  while (size < 0 && fgets(line, sizeof(line), f))
+    if (strncmp(line, "FDSize:", 7) == 0)
+      size = strtol(line + 7, NULL, 10);
+  fclose(f);
+  return size;
+}
+
+/* select's nfds as Linux takes it: negative is EINVAL, and past the
+ * descriptor table it is cut down to the table's size - no descriptor lies
+ * beyond, and the caller's sets need not be any longer. Only an nfds past
+ * FD_SETSIZE asks (a file read); if the table size cannot be had, the hard
+ * open-file limit bounds it. -EINVAL or the count. */
+static int select_count(int nfds)
+{
+  if (nfds < 0)
+    return -EINVAL;
+  if (nfds <= FD_SETSIZE)
+    return nfds;
+  int saved = errno;
+  long size = fd_table_size();
+  struct rlimit rl;
+  if (size < 0 && getrlimit(RLIMIT_NOFILE, &rl) == 0)
+    size = rl.rlim_max < (rlim_t)INT_MAX ? (long)rl.rlim_max : INT_MAX;
+  errno = saved;
+  return size >= 0 && size < nfds ? (int)size : nfds;
+}
+
+/* How many descriptors below nfds are in any of the sets. */
+static size_t select_wanted(int nfds, const fd_set *rd, const fd_set *wr, const fd_set *ex)
+{
+  const fd_set *sets[3] = {rd, wr, ex};
+  size_t words = ((size_t)nfds + SET_BITS - 1) / SET_BITS, n = 0;
+  for (size_t i = 0; i < words; i++) {
+    unsigned long any = 0;
+    for (int k = 0; k < 3; k++)
+      if (sets[k])
+        any |= ((const unsigned long *)(const void *)sets[k])[i];
+    if (i == words - 1 && nfds % SET_BITS)
+      any &= (1ul << (nfds % SET_BITS)) - 1;
+    n += (size_t)__builtin_popcountl(any);
+  }
+  return n;
+}
+
+/* select(2) as poll: Linux's own mapping of poll events to the three sets,
+ * and EBADF for a descriptor that is not open. */
+static int select_until(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, int64_t deadline)
+{
+  size_t want = select_wanted(nfds, rd, wr, ex);
+  struct pollfd *fds = malloc(sizeof(*fds) * (want ? want : 1));
+  if (!fds)
+    return -ENOMEM;
+  nfds_t n = 0;
+  for (int fd = 0; fd < nfds && n < want; fd++) {
+    short ev = (short)((in_set(rd, fd) ? POLLIN : 0) | (in_set(wr, fd) ? POLLOUT : 0) |
+                       (in_set(ex, fd) ? POLLPRI : 0));
+    if (ev)
+      fds[n++] = (struct pollfd){.fd = fd, .events = ev};
+  }
+  int r = poll_until(fds, n, deadline);
+  for (nfds_t i = 0; r >= 0 && i < n; i++)
+    if (fds[i].revents & POLLNVAL)
+      r = -EBADF;
+  if (r >= 0) {
+    r = 0;
+    for (nfds_t i = 0; i < n; i++) {
+      int fd = fds[i].fd;
+      short re = fds[i].revents;
+      r += keep(rd, fd, re & (POLLIN | POLLHUP | POLLERR)) + keep(wr, fd, re & (POLLOUT | POLLERR)) +
+           keep(ex, fd, re & POLLPRI);
+    }
+  }
+  free(fds);
+  return r;
+}
+
+HOOK int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
+{
+  if (!in_coroutine())
+    return (int)CALL_NEXT(select, nfds, rd, wr, ex, tv);
+  struct timespec ts = {0, 0};
+  if (tv && tv->tv_usec < 0) {
+    ts.tv_sec = -1; /* invalid, as it is to select(2) */
+  } else if (tv) {
+    /* Linux takes a tv_usec of a second or more as whole seconds of it. */
+    ts.tv_sec = tv->tv_sec;
+    if (ts.tv_sec <= (time_t)(INT64_MAX / WEFT_SEC))
+      ts.tv_sec += tv->tv_usec / 1000000;
+    ts.tv_nsec = tv->tv_usec % 1000000 * 1000;
+  }
+  nfds = select_count(nfds);
+  if (nfds < 0 || (tv && !timespec_valid(&ts))) {
+    errno = EINVAL;
+    return -1;
+  }
+  int64_t deadline = deadline_in_ts(tv ? &ts : NULL);
+  int r = select_until(nfds, rd, wr, ex, deadline);
+  if (tv) {
+    int64_t left = left_until(deadline);
+    tv->tv_sec = (time_t)(left / WEFT_SEC);
+    tv->tv_usec = (suseconds_t)(left % WEFT_SEC / WEFT_USEC);
+  }
+  return (int)libc_result(r);
+}
+
+/* Without a signal mask pselect is select with a timespec, left as it is. */
+HOOK int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *ts,
+                 const sigset_t *mask)
+{
+  if (!in_coroutine() || mask)
+    return (int)CALL_NEXT(pselect, nfds, rd, wr, ex, ts, mask);
+  nfds = select_count(nfds);
+  if (nfds < 0 || (ts && !timespec_valid(ts))) {
+    errno = EINVAL;
+    return -1;
+  }
+  return (int)libc_result(select_until(nfds, rd, wr, ex, deadline_in_ts(ts)));
+}
+
+/* ---- epoll ---------------------------------------------------------------------------- */
+
+/* epoll_wait(2) in a coroutine: ask without waiting (which also checks the
+ * arguments); if nothing is ready, wait in weft_poll for the epoll instance
+ * itself - readable once any descriptor in it has an event - and ask again. */
+static int epoll_until(int ep, struct epoll_event *ev, int max, int64_t deadline)
+{
+  int saved = errno;
+  int r;
+  for (;;) {
+    r = (int)CALL_NEXT(epoll_wait, ep, ev, max, 0);
+    if (r != 0) {
+      if (r < 0)
+        r = -errno;
+      break;
+    }
+    if (deadline >= 0 && deadline <= weft_now())
+      break;
+    r = wait_ready(ep, POLLIN, deadline);
+    if (r <= 0)
+      break;
+  }
+  errno = saved;
+  return r;
+}
+
+HOOK int epoll_wait(int ep, struct epoll_event *ev, int max, int timeout)
+{
+  if (!in_coroutine())
+    return (int)CALL_NEXT(epoll_wait, ep, ev, max, timeout);
+  return (int)libc_result(epoll_until(ep, ev, max, deadline_in_ms(timeout)));
+}
+
+HOOK int epoll_pwait(int ep, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
+{
+  if (!in_coroutine() || mask)
+    return (int)CALL_NEXT(epoll_pwait, ep, ev, max, timeout, mask);
+  return (int)libc_result(epoll_until(ep, ev, max, deadline_in_ms(timeout)));
+}
