@@ -398,6 +398,10 @@ void weft__ring_send_wake(weft__shard *to);
 /* The wake-up of last resort, when the kernel refused a message: a write to
  * `to`'s eventfd. False if even that failed. Any thread. */
 bool weft__ring_wake_by_fd(weft__shard *to);
+/* A wake-up to `to` could not be sent: `to`'s eventfd stands in for it.
+ * If that fails too, to->wake_pending comes down so that the next waker
+ * tries, rather than leave a wake-up marked as on its way: true then. */
+bool weft__ring_replace_wake(weft__shard *to);
 /* sh's eventfd poll completed (sh's thread): drain it, re-arm if needed. */
 void weft__ring_wake_fd_cqe(weft__shard *sh, unsigned flags);
 /* Arms the poll on sh's eventfd again after it ended (sh's thread);

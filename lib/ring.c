@@ -332,24 +332,33 @@ static int send_from_own_ring(int target_fd, uint64_t data, uint32_t len)
   }
 }
 
-/* After sending a wake-up to `to` from me's ring: a refusal of it (or of an
- * earlier one to `to`) is in me's CQ already - msg_ring is done inline at
- * the submission - and is acted on now, as the loop would at its next reap:
- * the running task may compute for long before that, `to` asleep
- * meanwhile and every other waker of `to` told that a wake-up is on its way.
- * The CQE is then marked for the loop to skip. Without the eventfd either,
- * the mark comes down so that the next waker tries. */
-static void act_on_refused_wake(weft__shard *me, weft__shard *to)
+bool weft__ring_replace_wake(weft__shard *to)
+{
+  if (weft__ring_wake_by_fd(to))
+    return false;
+  atomic_store_explicit(&to->wake_pending, 0, memory_order_release);
+  return true;
+}
+
+/* After sending a wake-up to `to` from me's ring: a refusal of it is in
+ * me's CQ already - msg_ring is done inline at the submission, among the
+ * CQEs posted since `from` (the CQ's tail before it) - and is acted on now,
+ * as the loop would at its next reap: the running task may compute for
+ * long before that, `to` asleep meanwhile and every other waker of `to`
+ * told that a wake-up is on its way. The CQE is then marked for the loop
+ * to skip. */
+static void act_on_refused_wake(weft__shard *me, weft__shard *to, unsigned from)
 {
   uint64_t ud = WEFT__UD_WAKE_SENT | ((uint64_t)to->id << 3);
-  unsigned head;
-  struct io_uring_cqe *cqe;
-  io_uring_for_each_cqe(&me->ring, head, cqe) {
+  struct io_uring_cq *cq = &me->ring.cq;
+  unsigned tail = io_uring_smp_load_acquire(cq->ktail);
+  for (unsigned i = from; i != tail; i++) {
+    struct io_uring_cqe *cqe = &cq->cqes[io_uring_cqe_index(&me->ring, i, cq->ring_mask)];
     if (cqe->user_data != ud)
       continue;
     cqe->user_data = WEFT__UD_IGNORE; /* ours until the loop advances the CQ */
-    if (cqe->res < 0 && !weft__ring_wake_by_fd(to))
-      atomic_store_explicit(&to->wake_pending, 0, memory_order_release);
+    if (cqe->res < 0)
+      weft__ring_replace_wake(to);
   }
 }
 
@@ -368,17 +377,15 @@ void weft__ring_send_wake(weft__shard *to)
        * block in weft_runtime_stop) for long, and `wake_pending` already
        * tells other wakers that this message is on its way. */
       me->sq_pending = 0;
+      unsigned from = io_uring_smp_load_acquire(me->ring.cq.ktail);
       io_uring_submit(&me->ring);
       weft__count(&me->stats.enters, 1);
-      act_on_refused_wake(me, to);
+      act_on_refused_wake(me, to, from);
       return;
     }
   }
-  if (weft__ring_post_msg(to->ring_fd, WEFT__UD_WAKE, 0) < 0 && !weft__ring_wake_by_fd(to)) {
-    /* Neither way worked (the target is going away): let the next waker
-     * try rather than leave a wake-up marked as on its way. */
-    atomic_store_explicit(&to->wake_pending, 0, memory_order_release);
-  }
+  if (weft__ring_post_msg(to->ring_fd, WEFT__UD_WAKE, 0) < 0)
+    weft__ring_replace_wake(to);
 }
 
 int weft__ring_post_msg(int target_fd, uint64_t data, uint32_t len)

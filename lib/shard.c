@@ -280,10 +280,8 @@ static void dispatch(weft__shard *sh, uint64_t ud, int res, unsigned flags)
     weft__shard *to = &sh->rt->shards[ud >> 3];
     /* Stopping too: the stop's own wake-ups are what the shards wait for,
      * and every ring stays open until all shard threads have left. */
-    if (res < 0 && !weft__ring_wake_by_fd(to)) {
-      atomic_store_explicit(&to->wake_pending, 0, memory_order_release);
+    if (res < 0 && weft__ring_replace_wake(to))
       weft__shard_notify(to);
-    }
     return;
   }
   case WEFT__UD_MSG:
