@@ -306,6 +306,12 @@ static void prep_direct(weft__shard *me, struct io_uring_sqe *sqe, weft__shard *
                       ud_msg_failed(to->id, tag, val));
 }
 
+static void prep_bell(struct io_uring_sqe *sqe, weft__shard *to, unsigned kind, unsigned payload)
+{
+  weft__ring_prep_msg(sqe, to->ring_fd, 0, ud_bell(kind, payload),
+                      ud_bell_failed(to->id, kind, payload));
+}
+
 /* Backlog entries: bit 63 set for a doorbell, the target in bits 48-62;
  * then a message's tag (bits 32-47) and value, or a doorbell's kind (bits
  * 32-33) and payload. */
@@ -375,9 +381,7 @@ bool weft__msg_send_backlog(weft__shard *sh)
     int to = (int)((e >> 48) & 0x7fff);
     weft__shard *target = &sh->rt->shards[to];
     if (e & BACKLOG_BELL) {
-      unsigned kind = (unsigned)(e >> 32) & 3, payload = (unsigned)e & 0x1ffff;
-      weft__ring_prep_msg(sqe, target->ring_fd, 0, ud_bell(kind, payload),
-                          ud_bell_failed(to, kind, payload));
+      prep_bell(sqe, target, (unsigned)(e >> 32) & 3, (unsigned)e & 0x1ffff);
     } else {
       prep_direct(sh, sqe, target, (uint16_t)(e >> 32), (uint32_t)e);
       ms->backlog_for[to]--;
@@ -395,8 +399,7 @@ void weft__msg_bell(weft__shard *me, weft__shard *to, unsigned kind, unsigned pa
   weft__count(&me->stats.msg_doorbells, 1);
   struct io_uring_sqe *sqe = weft__ring_sqe(me);
   if (sqe) {
-    weft__ring_prep_msg(sqe, to->ring_fd, 0, ud_bell(kind, payload),
-                        ud_bell_failed(to->id, kind, payload));
+    prep_bell(sqe, to, kind, payload);
     me->sq_pending = 0;
     io_uring_submit(&me->ring);
     weft__count(&me->stats.enters, 1);
