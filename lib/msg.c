@@ -478,12 +478,17 @@ int weft_counter_add(int shard, uint16_t tag, uint32_t n)
   return weft_counter_add_rt(NULL, shard, tag, n);
 }
 
-static int64_t counter_take_now(_Atomic uint64_t *c)
+/* Takes counter `tag` of sh, 0 if it is zero. */
+static int64_t counter_take_now(weft__shard *sh, uint16_t tag)
 {
+  _Atomic uint64_t *c = &sh->msg->counters[tag];
   uint64_t v = atomic_exchange_explicit(c, 0, memory_order_acq_rel);
   if (v > (uint64_t)INT64_MAX) {
-    /* Returned in parts: the rest stays for the next take. */
+    /* Returned in parts: the rest stays for the next take. Nobody rings
+     * for it (it was never zero for an adder), so a taker waiting meanwhile
+     * is woken here - on sh's thread, as a doorbell would. */
     atomic_fetch_add_explicit(c, v - (uint64_t)INT64_MAX, memory_order_acq_rel);
+    weft__waitq_release(&sh->msg->counter_q[tag], 1, 0);
     v = (uint64_t)INT64_MAX;
   }
   return (int64_t)v;
@@ -491,10 +496,9 @@ static int64_t counter_take_now(_Atomic uint64_t *c)
 
 static int64_t counter_take_on(weft__shard *sh, uint16_t tag, int64_t deadline)
 {
-  _Atomic uint64_t *c = &sh->msg->counters[tag];
   weft__waitq *q = &sh->msg->counter_q[tag];
   for (;;) {
-    int64_t v = counter_take_now(c);
+    int64_t v = counter_take_now(sh, tag);
     if (v)
       return v;
     /* An add after the take above rings a doorbell that is dispatched on

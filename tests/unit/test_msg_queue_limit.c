@@ -286,3 +286,57 @@ Test(msg, queue_limit_out_of_range_is_einval, .timeout = 20)
     cr_assert_null(rt);
   }
 }
+
+/* ---- a counter sum above INT64_MAX ---------------------------------------------------- */
+
+#define TAG_BIG 3
+
+static void *big_taker(void *arg)
+{
+  (void)arg;
+  return (void *)(intptr_t)weft_counter_take(TAG_BIG, in_ms(3000));
+}
+
+static int counter_takers_waiting(weft__shard *sh)
+{
+  weft__waitq *q = &sh->msg->counter_q[TAG_BIG];
+  int n = 0;
+  weft__spin_lock(&q->lock);
+  for (weft__waiter *w = q->head; w; w = w->next)
+    n++;
+  weft__spin_unlock(&q->lock);
+  return n;
+}
+
+/* A sum above INT64_MAX is taken in parts: the first taker gets INT64_MAX,
+ * and the rest must wake a second taker that waits meanwhile - no add is
+ * coming to ring for it. (Sums this large are reached here by setting the
+ * counter directly; 2^31 adds would take minutes.) */
+static void *big_sum_main(void *arg)
+{
+  (void)arg;
+  weft__shard *sh = &weft_runtime_current()->shards[0];
+  weft_task *a = spawn_on(0, big_taker, NULL), *b = spawn_on(0, big_taker, NULL);
+  while (counter_takers_waiting(sh) < 2)
+    weft_yield();
+  atomic_store(&sh->msg->counters[TAG_BIG], (uint64_t)INT64_MAX - 10);
+  /* The counter was zero for its takers: make the next add ring as the one
+   * that made it non-zero would have. */
+  atomic_store(&sh->msg->counter_unrung[TAG_BIG], true);
+  CO_EQ(weft_counter_add(0, TAG_BIG, 20), 0);
+  void *ra, *rb;
+  CO_EQ(weft_join(a, &ra), 0);
+  CO_EQ(weft_join(b, &rb), 0);
+  int64_t x = (intptr_t)ra, y = (intptr_t)rb;
+  CO_EQ(x > y ? x : y, INT64_MAX);
+  CO_EQ(x > y ? y : x, 10);
+  CO_EQ(atomic_load(&sh->msg->counters[TAG_BIG]), 0);
+  return NULL;
+}
+
+Test(msg, counter_sum_above_int64_max_wakes_a_second_taker_for_the_rest, .timeout = 60)
+{
+  weft_config c;
+  rt_cfg(&c, 1);
+  run_clean(&c, big_sum_main, NULL);
+}
