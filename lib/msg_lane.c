@@ -279,16 +279,15 @@ void weft__msg_catch_up(weft__shard *sh)
                  atomic_load_explicit(&l->head, memory_order_relaxed))
       lane_drain(sh, src);
   }
-  /* Takers queue and dequeue on this thread only: their queue heads can be
-   * read without the lock. Rare, so a scan of every counter is fine. */
+  /* Every non-zero counter wakes a taker, if it has one. The queues are
+   * looked at under their locks only: a canceller on any thread takes a
+   * waiter off them. Rare, so a scan of every counter is fine. */
   for (unsigned tag = 0; tag < sh->rt->msg->ncounters; tag++)
-    if (sh->msg->counter_q[tag].head &&
-        atomic_load_explicit(&sh->msg->counters[tag], memory_order_acquire))
+    if (atomic_load_explicit(&sh->msg->counters[tag], memory_order_acquire))
       counter_rung(sh, tag);
   /* A flush's acknowledgement that could not be sent: flushers of this
    * shard look at their lanes again (and ask again if still needed). */
-  if (sh->msg->flush_q.head)
-    weft__waitq_release(&sh->msg->flush_q, INT64_MAX, 0);
+  weft__waitq_release(&sh->msg->flush_q, INT64_MAX, 0);
 }
 
 /* ---- sending from a shard of the same runtime ----------------------------------------- */
