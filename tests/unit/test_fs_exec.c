@@ -7,6 +7,7 @@
  * alone, and the cached-read fast path.
  */
 #include "fs_test.h"
+#include "rt_internal.h"
 
 static uint64_t hash(const void *p, size_t n)
 {
@@ -38,8 +39,10 @@ static void *fifo_deadline_body(void *arg)
   weft_deadline_pop(saved);
   weft_task *t;
   CO_EQ(rt_spawn(&t, WEFT_PLACE_PINNED, -1, fifo_open_alone, fifo), 0);
-  CO_CHECK(RT_POLL(atomic_load(&opener_started)));
-  weft_sleep(10 * WEFT_MSEC); /* most likely blocked in the open by now */
+  /* Blocked in the open: the cancel must end a wait, not find the task
+   * cancelled before its call. */
+  CO_CHECK(RT_POLL(atomic_load(&opener_started) &&
+                   atomic_load(&t->state) == WEFT__T_WAITING));
   CO_EQ(weft_cancel(t), 0);
   void *r = NULL;
   CO_EQ(weft_join(t, &r), -ECANCELED);

@@ -7,6 +7,10 @@
  */
 #include "net_test.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+
 /* ---- messages, datagrams, Unix -------------------------------------------------- */
 
 static void *scm_body(void *arg)
@@ -310,22 +314,57 @@ Test(net, unix_connect_waits_for_backlog_room, .timeout = 30, .init = mk_tmpdir,
  * a signal (handled, no SA_RESTART) while it waits: an interrupted AF_UNIX
  * connect is abandoned, so it must be asked again - it returned 0 with the
  * socket unconnected. It completes once a thread accepts. */
+static atomic_int usr1_seen;
+
 static void on_usr1(int sig)
 {
   (void)sig;
+  atomic_fetch_add(&usr1_seen, 1);
 }
 
 struct poke {
   pthread_t target;
+  pid_t tid;
   int l;
 };
+
+/* Whether thread `tid` of this process sleeps in connect(2) now
+ * (/proc/.../syscall starts with the number of the call it is blocked in). */
+static bool in_connect(pid_t tid)
+{
+  char path[64], buf[64] = "";
+  snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)tid);
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return false;
+  bool got = fgets(buf, sizeof(buf), f) != NULL;
+  fclose(f);
+  return got && atol(buf) == SYS_connect;
+}
+
+/* Waits (10 s at most) until `tid` sleeps in connect(2). */
+static bool wait_in_connect(pid_t tid)
+{
+  for (int i = 0; i < 10000; i++) {
+    if (in_connect(tid))
+      return true;
+    usleep(1000);
+  }
+  return false;
+}
 
 static void *poke_then_accept(void *arg)
 {
   struct poke *p = arg;
-  usleep(50000);
-  pthread_kill(p->target, SIGUSR1); /* while the connect waits */
-  usleep(50000);
+  if (!wait_in_connect(p->tid))
+    return (void *)(intptr_t)-1000; /* the connect never waited */
+  pthread_kill(p->target, SIGUSR1);
+  for (int i = 0; i < 10000 && !atomic_load(&usr1_seen); i++)
+    usleep(1000);
+  /* Interrupted, handled, and asked again: back in connect. (Were the
+   * connect left abandoned, it would return at once - not sleep again.) */
+  if (!atomic_load(&usr1_seen) || !wait_in_connect(p->tid))
+    return (void *)(intptr_t)-1001; /* not asked again after the signal */
   return (void *)(intptr_t)accept4(p->l, NULL, NULL, SOCK_CLOEXEC);
 }
 
@@ -343,7 +382,8 @@ Test(net, unix_connect_interrupted_by_a_signal_asks_again, .timeout = 30, .init 
   snprintf(sa.sun_path, sizeof(sa.sun_path), "%.*s", (int)sizeof(sa.sun_path) - 1, p);
   int first = weft_socket(AF_UNIX, SOCK_STREAM, 0);
   cr_assert_eq(weft_connect(first, (struct sockaddr *)&sa, sizeof(sa)), 0);
-  struct poke pk = {.target = pthread_self(), .l = l};
+  atomic_store(&usr1_seen, 0);
+  struct poke pk = {.target = pthread_self(), .tid = (pid_t)syscall(SYS_gettid), .l = l};
   pthread_t th;
   cr_assert_eq(pthread_create(&th, NULL, poke_then_accept, &pk), 0);
   int c = weft_socket(AF_UNIX, SOCK_STREAM, 0);
@@ -353,7 +393,7 @@ Test(net, unix_connect_interrupted_by_a_signal_asks_again, .timeout = 30, .init 
   cr_assert_eq(getpeername(c, (struct sockaddr *)&peer, &plen), 0, "connected in name only");
   void *accepted;
   pthread_join(th, &accepted);
-  cr_assert_geq((intptr_t)accepted, 0);
+  cr_assert_geq((intptr_t)accepted, 0, "poke: %d", (int)(intptr_t)accepted);
   close((int)(intptr_t)accepted);
   close(c);
   close(first);
