@@ -84,8 +84,10 @@ int weft_dir_open(weft_dir **dir, const char *path)
 
 int weft_dir_next(weft_dir *d, weft_dirent *ent)
 {
-  if (!d || !ent)
+  if (!d)
     return -EINVAL;
+  if (!ent)
+    return -EFAULT;
   for (;;) {
     while (d->pos < d->end) {
       struct dirent64 *e = (struct dirent64 *)(void *)((char *)d->buf + d->pos);

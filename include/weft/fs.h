@@ -19,6 +19,9 @@
  *     blocking pool, which gives the authoritative answer.
  *   - on the blocking pool (weft/blocking.h) when io_uring has no operation
  *     (getdents64 for directory listing and du, readlink, realpath, chmod).
+ *     The pool runs the system call as it is: on kernels before 5.6, whose
+ *     io_uring has no read or write, a data call on an O_NONBLOCK descriptor
+ *     that is not ready gives -EAGAIN there instead of waiting.
  * Either way the coroutine is suspended and its shard keeps running other
  * coroutines. Paths, buffers and statx records handed to a call must stay
  * valid until it returns (they do when they are the caller's locals: the
@@ -257,8 +260,9 @@ typedef struct weft_dirent {
   const char *name;   /* entry name; valid until the next weft_dir_next/close */
   uint64_t ino;       /* inode number */
   int type;           /* enum weft_file_type; resolved with an lstat when the
-                         file system does not report it, UNKNOWN only if the
-                         entry vanished meanwhile */
+                         file system does not report it, UNKNOWN only if that
+                         lstat fails (the entry vanished meanwhile, or the
+                         directory can be read but not searched: EACCES) */
 } weft_dirent;
 
 /* Opens the directory at path for listing. 0 and *dir, or -errno (-ENOENT,
@@ -267,10 +271,12 @@ WEFT_API int weft_dir_open(weft_dir **dir, const char *path);
 
 /* The next entry ("." and ".." are skipped): 1 and *ent filled, 0 at the
  * end, or -errno. Entries are read in batches with getdents64 on the
- * blocking pool. -EINVAL for NULL arguments. */
+ * blocking pool. -EINVAL for a NULL dir, -EFAULT for a NULL ent (as every
+ * output pointer here). */
 WEFT_API int weft_dir_next(weft_dir *dir, weft_dirent *ent);
 
-/* The directory's descriptor (for openat/statx relative to it). */
+/* The directory's descriptor (for openat/statx relative to it); -EINVAL
+ * for a NULL dir. */
 WEFT_API int weft_dir_fd(const weft_dir *dir);
 
 /* Closes the directory and frees it (NULL is fine). 0 or -errno from close. */

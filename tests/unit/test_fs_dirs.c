@@ -324,6 +324,11 @@ static void *listing_body(void *arg)
   CO_EQ(weft_dir_open(NULL, d), -EFAULT);
   CO_EQ(weft_dir_next(NULL, &e), -EINVAL);
   CO_EQ(weft_dir_fd(NULL), -EINVAL);
+  CO_EQ(weft_dir_open(&dir, d), 0);
+  CO_EQ(weft_dir_next(dir, NULL), -EFAULT); /* an output pointer, as elsewhere in fs.h */
+  CO_EQ(weft_dir_next(dir, &e), 1);          /* and nothing was consumed */
+  CO_CHECK(strcmp(e.name, ".") && strcmp(e.name, ".."));
+  CO_EQ(weft_dir_close(dir), 0);
   return NULL;
 }
 
