@@ -9,6 +9,7 @@
 
 #include "rt_helpers.h"
 
+#include "chan_internal.h"
 #include "fault.h"
 
 #include <unistd.h>
@@ -24,6 +25,18 @@ static inline weft_task *spawn_on(int shard, void *(*fn)(void *), void *arg)
 static inline void wait_suspended(int n)
 {
   CO_CHECK(RT_POLL(rt_dump_count(NULL, " waiting") == n));
+}
+
+/* Whether nobody is queued on c: a wait that ended (timeout, cancel, a
+ * select won elsewhere, a stop) took its node off. A node left behind would
+ * point into a stack frame that is gone, and try_send/try_recv cannot tell:
+ * a peer skips a node whose waiter it cannot claim. */
+static inline bool chan_queues_empty(weft_chan *c)
+{
+  weft__spin_lock(&c->lock);
+  bool empty = !c->sendq.head && !c->recvq.head;
+  weft__spin_unlock(&c->lock);
+  return empty;
 }
 
 /* A pattern of n bytes that differs with the seed, and its check. */

@@ -184,8 +184,12 @@ Test(chan, runtime_stop_cancels_blocked_operations, .timeout = 60)
   cr_assert_eq(atomic_load(&b.ended_cancelled), NBLOCKED);
   /* The queues are empty again: the channels behave as before. */
   uint64_t v = 0;
+  cr_assert(chan_queues_empty(b.empty));
+  cr_assert(chan_queues_empty(b.full));
+  cr_assert(chan_queues_empty(b.rdv));
   cr_assert_eq(weft_chan_try_recv(b.empty, &v), -EAGAIN);
   cr_assert_eq(weft_chan_try_send(b.rdv, &v), -EAGAIN);
+  cr_assert_eq(weft_chan_try_recv(b.rdv, &v), -EAGAIN);
   cr_assert_eq(weft_chan_try_recv(b.full, &v), 0);
   cr_assert_eq(v, 1);
   cr_assert_eq(weft_chan_try_recv(b.full, &v), -EAGAIN);
