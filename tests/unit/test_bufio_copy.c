@@ -514,6 +514,7 @@ typedef struct cancel_job {
   int fd, out;
   int kind; /* 0 copy, 1 reader, 2 writer */
   size_t done;
+  ssize_t later_write, later_flush; /* the writer's calls after the cancel */
 } cancel_job;
 
 static void *cancel_victim(void *arg)
@@ -535,6 +536,9 @@ static void *cancel_victim(void *arg)
   char *b = calloc(1, 100000);
   ssize_t n = weft_writer_write(w, b, 100000); /* more than the pipe holds */
   free(b);
+  /* Broken for good: every later call returns the first error. */
+  j->later_write = weft_writer_write(w, "x", 1);
+  j->later_flush = weft_writer_flush(w);
   weft_writer_destroy(w);
   return (void *)(intptr_t)n;
 }
@@ -562,6 +566,11 @@ static void *cancel_body(void *arg)
     CO_EQ(weft_join(t, &res), -ECANCELED);
     CO_EQ((intptr_t)res, -ECANCELED);
     CO_EQ(j.done, kind < 2 ? 3 : 0); /* copied; buffered in the reader */
+    if (kind == 2) {
+      CO_CHECK(ioctl_pending(out[0]) > 0); /* part of it went out */
+      CO_EQ(j.later_write, -ECANCELED);
+      CO_EQ(j.later_flush, -ECANCELED);
+    }
     close2(sv);
     close2(out);
   }

@@ -272,6 +272,39 @@ Test(bufio, read_and_read_exact_at_end_of_file, .timeout = 30)
   finish();
 }
 
+/* End of file is not remembered: a file that grows after the reader met
+ * its end is read on (a pipe at its end stays there, so it cannot show
+ * this). */
+static void *eof_not_remembered_body(void *arg)
+{
+  (void)arg;
+  int fd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  CO_CHECK(fd >= 0);
+  CO_EQ(pwrite(fd, "a\n", 2, 0), 2);
+  weft_reader *r;
+  CO_EQ(weft_reader_create(&r, fd, 64), 0);
+  char line[64], b[8];
+  CO_EQ(weft_reader_read_line(r, line, sizeof(line)), 2);
+  CO_EQ(weft_reader_read_line(r, line, sizeof(line)), 0);
+  CO_EQ(weft_reader_read(r, b, sizeof(b)), 0);
+  CO_EQ(pwrite(fd, "bc\n", 3, 2), 3);
+  CO_EQ(weft_reader_read_line(r, line, sizeof(line)), 3);
+  CO_CHECK(strcmp(line, "bc\n") == 0);
+  CO_EQ(weft_reader_read(r, b, sizeof(b)), 0);
+  CO_EQ(pwrite(fd, "de", 2, 5), 2);
+  CO_EQ(weft_reader_read(r, b, sizeof(b)), 2);
+  CO_CHECK(memcmp(b, "de", 2) == 0);
+  weft_reader_destroy(r);
+  close(fd);
+  return NULL;
+}
+
+Test(bufio, end_of_file_is_not_remembered, .timeout = 30)
+{
+  run_both(eof_not_remembered_body, NULL);
+  finish();
+}
+
 static void *reader_deadline_body(void *arg)
 {
   (void)arg;

@@ -422,3 +422,61 @@ Test(bufio, frame_errors_truncated_too_long_and_arguments, .timeout = 30)
   run_both(frame_errors_body, NULL);
   finish();
 }
+
+/* Deadlines of the frame calls (bare descriptor and reader), and printf's
+ * encoding error, which writes nothing and leaves the writer whole. */
+static void *frame_deadlines_body(void *arg)
+{
+  (void)arg;
+  int p[2];
+  CO_EQ(pipe2(p, O_CLOEXEC), 0);
+  unsigned char b[16];
+  int clean = 7;
+  /* Nothing comes. */
+  CO_EQ(weft_frame_read_dl(p[0], b, sizeof(b), 0, &clean, weft_now() + 20 * WEFT_MSEC),
+        -ETIMEDOUT);
+  CO_EQ(clean, 0);
+  /* Half a frame in a reader's buffer: the error consumes nothing (the
+   * frame fits the buffer), and the call with the rest gets it whole. */
+  weft_reader *r;
+  CO_EQ(weft_reader_create(&r, p[0], 64), 0);
+  static const unsigned char half[] = {0, 0, 0, 5, 'h', 'e'};
+  CO_EQ(write(p[1], half, sizeof(half)), (ssize_t)sizeof(half));
+  weft_reader_set_deadline(r, weft_now() + 20 * WEFT_MSEC);
+  CO_EQ(weft_reader_read_frame(r, b, sizeof(b), 0, &clean), -ETIMEDOUT);
+  CO_EQ(weft_reader_buffered(r), sizeof(half));
+  CO_EQ(write(p[1], "llo", 3), 3);
+  weft_reader_set_deadline(r, WEFT_NO_DEADLINE);
+  CO_EQ(weft_reader_read_frame(r, b, sizeof(b), 0, &clean), 5);
+  CO_CHECK(memcmp(b, "hello", 5) == 0);
+  weft_reader_destroy(r);
+  /* A full pipe: the write's deadline passes. */
+  CO_EQ(fcntl(p[1], F_SETFL, fcntl(p[1], F_GETFL) | O_NONBLOCK), 0);
+  while (write(p[1], b, sizeof(b)) > 0)
+    ;
+  CO_EQ(weft_frame_write_dl(p[1], "xyz", 3, weft_now() + 20 * WEFT_MSEC), -ETIMEDOUT);
+  close2(p);
+
+  /* An encoding error: a wide character the C locale cannot convert. */
+  int fd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  CO_CHECK(fd >= 0);
+  weft_writer *w;
+  CO_EQ(weft_writer_create(&w, fd, 64), 0);
+  CO_EQ(weft_writer_write(w, "a", 1), 1);
+  CO_EQ(weft_writer_printf(w, "%ls", L"\xe9"), -EINVAL);
+  CO_EQ(weft_writer_buffered(w), 1);
+  CO_EQ(weft_writer_printf(w, "%d", 42), 2);
+  CO_EQ(weft_writer_flush(w), 0);
+  char got[8] = "";
+  CO_EQ(pread(fd, got, sizeof(got), 0), 3);
+  CO_CHECK(memcmp(got, "a42", 3) == 0);
+  weft_writer_destroy(w);
+  close(fd);
+  return NULL;
+}
+
+Test(bufio, frame_deadlines_and_printf_encoding_error, .timeout = 30)
+{
+  run_both(frame_deadlines_body, NULL);
+  finish();
+}
