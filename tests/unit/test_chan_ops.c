@@ -12,6 +12,7 @@
 #include "chan_test.h"
 #include "fence.h"
 
+#include <limits.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/membarrier.h>
@@ -118,6 +119,50 @@ Test(chan, enomem_by_fault_injection, .timeout = 20)
   cr_assert_eq(weft_chan_len(c), 0);
   weft_chan_unref(c);
   rt_assert_no_leaks();
+}
+
+/* A deadline needs a timer: the first one a shard arms allocates its heap.
+ * Without memory for it a waiting send, receive or select is -ENOMEM, with
+ * nothing transferred and nobody left queued. */
+static void *timer_enomem_main(void *arg)
+{
+  (void)arg;
+  weft_chan *c;
+  CO_EQ(weft_chan_create(&c, sizeof(uint64_t), 1), 0);
+  uint64_t v = 5, got = 0;
+  weft__fault_arm(WEFT__FAULT_MALLOC, 1);
+  CO_EQ(weft_chan_recv_dl(c, &got, weft_now() + WEFT_SEC), -ENOMEM);
+  CO_CHECK(chan_queues_empty(c));
+  CO_EQ(weft_chan_send(c, &v), 0); /* full now */
+  weft__fault_arm(WEFT__FAULT_MALLOC, 1);
+  CO_EQ(weft_chan_send_dl(c, &v, weft_now() + WEFT_SEC), -ENOMEM);
+  CO_CHECK(chan_queues_empty(c));
+  CO_EQ(weft_chan_len(c), 1);
+  weft_select_case k[1] = {weft_select_send(c, &v)};
+  weft__fault_arm(WEFT__FAULT_MALLOC, 1);
+  CO_EQ(weft_select(k, 1, weft_now() + WEFT_SEC), -ENOMEM);
+  weft__fault_arm(WEFT__FAULT_MALLOC, 0);
+  CO_CHECK(chan_queues_empty(c));
+  CO_EQ(weft_chan_len(c), 1);
+  CO_EQ(weft_chan_try_recv(c, &got), 0);
+  CO_EQ(got, 5);
+  /* With memory, the same wait times out. */
+  CO_EQ(weft_chan_recv_dl(c, &got, weft_now() + WEFT_MSEC), -ETIMEDOUT);
+  weft_chan_unref(c);
+  return NULL;
+}
+
+Test(chan, deadline_without_memory_for_its_timer_is_enomem, .timeout = 20)
+{
+  rt_run(1, timer_enomem_main, NULL);
+  rt_assert_clean();
+}
+
+/* More cases than an int can number: refused before any case is read. */
+Test(chan, select_of_more_than_int_max_cases_is_einval, .timeout = 20)
+{
+  weft_select_case k[1];
+  cr_assert_eq(weft_select(k, (size_t)INT_MAX + 1, 0), -EINVAL);
 }
 
 /* ---- plain-thread basics: buffer, try variants, sizes --------------------------------- */
