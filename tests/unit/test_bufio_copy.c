@@ -507,12 +507,12 @@ Test(bufio, copy_bad_arguments, .timeout = 30)
   finish();
 }
 
-/* weft_cancel reaches a copy blocked on an io_uring worker, a reader and a
- * writer: -ECANCELED, with what was copied before it. A copy from a socket
+/* weft_cancel reaches a copy blocked on an io_uring worker, a reader, a
+ * writer and a splice: -ECANCELED, with what was copied before it. A copy from a socket
  * into a pipe leaves the pipe usable meanwhile. */
 typedef struct cancel_job {
   int fd, out;
-  int kind; /* 0 copy, 1 reader, 2 writer */
+  int kind; /* 0 copy, 1 reader, 2 writer, 3 splice */
   size_t done;
   ssize_t later_write, later_flush; /* the writer's calls after the cancel */
 } cancel_job;
@@ -522,6 +522,8 @@ static void *cancel_victim(void *arg)
   cancel_job *j = arg;
   if (j->kind == 0)
     return (void *)(intptr_t)weft_copy(j->fd, NULL, j->out, SIZE_MAX, &j->done);
+  if (j->kind == 3)
+    return (void *)(intptr_t)weft_splice(j->fd, NULL, j->out, NULL, 100, 0);
   if (j->kind == 1) {
     weft_reader *r;
     CO_EQ(weft_reader_create(&r, j->fd, 64), 0);
@@ -546,12 +548,14 @@ static void *cancel_victim(void *arg)
 static void *cancel_body(void *arg)
 {
   (void)arg;
-  for (int kind = 0; kind < 3; kind++) {
-    int sv[2], out[2];
+  for (int kind = 0; kind < 4; kind++) {
+    int sv[2], out[2], empty[2];
     CO_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
     CO_EQ(pipe2(out, O_CLOEXEC), 0);
+    CO_EQ(pipe2(empty, O_CLOEXEC), 0); /* what the splice waits on */
     CO_EQ(write(sv[0], "abc", 3), 3);
-    cancel_job j = {.fd = kind == 2 ? out[1] : sv[1], .out = out[1], .kind = kind};
+    int from = kind == 2 ? out[1] : kind == 3 ? empty[0] : sv[1];
+    cancel_job j = {.fd = from, .out = out[1], .kind = kind};
     weft_task *t;
     CO_EQ(weft_spawn(&t, NULL, cancel_victim, &j), 0);
     CO_CHECK(RT_POLL(rt_dump_count(NULL, " waiting") >= 1));
@@ -573,11 +577,12 @@ static void *cancel_body(void *arg)
     }
     close2(sv);
     close2(out);
+    close2(empty);
   }
   return NULL;
 }
 
-Test(bufio, cancel_reaches_copy_reader_and_writer, .timeout = 30)
+Test(bufio, cancel_reaches_copy_reader_writer_and_splice, .timeout = 30)
 {
   rt_run(2, cancel_body, NULL);
   finish();
