@@ -69,8 +69,26 @@ Test(hook, a_poll_with_no_time_to_wait_answers_as_libc, .timeout = 30)
 struct slow_reader {
   int fd;
   size_t got;
-  int fds; /* descriptors received (and closed) */
+  int fds;          /* descriptors received (and closed) */
+  size_t first_bad; /* offset of the first byte that is not pattern_at() */
+  bool bad;
 };
+
+/* The byte at stream offset i: no two nearby offsets, nor any two 256
+ * apart, share it, so a piece sent twice, skipped or out of place shows. */
+static unsigned char pattern_at(size_t i)
+{
+  return (unsigned char)(i * 131 + (i >> 8) * 7 + (i >> 16));
+}
+
+static char *pattern_buf(size_t n)
+{
+  char *b = malloc(n);
+  if (b)
+    for (size_t i = 0; i < n; i++)
+      b[i] = (char)pattern_at(i);
+  return b;
+}
 
 /* A plain thread reading in small pieces with pauses: the writer fills the
  * socket buffer again and again. It takes descriptors passed along too. */
@@ -97,6 +115,11 @@ static void *slow_reader(void *arg)
         close(fd);
         s->fds++;
       }
+    for (ssize_t i = 0; i < n && !s->bad; i++)
+      if ((unsigned char)buf[i] != pattern_at(s->got + (size_t)i)) {
+        s->bad = true;
+        s->first_bad = s->got + (size_t)i;
+      }
     s->got += (size_t)n;
     usleep(200);
   }
@@ -106,7 +129,7 @@ static void *slow_reader(void *arg)
 static void *big_writes_main(void *arg)
 {
   (void)arg;
-  char *buf = calloc(1, BIG_WRITE);
+  char *buf = pattern_buf(BIG_WRITE);
   CO_CHECK(buf != NULL);
   for (int way = 0; way < 5; way++) {
     int sv[2];
@@ -123,6 +146,8 @@ static void *big_writes_main(void *arg)
     close(sv[0]);
     pthread_join(th, NULL);
     CO_EQ(s.got, BIG_WRITE);
+    if (s.bad)
+      rt_fail(__FILE__, __LINE__, "way %d: wrong byte at offset %zu", way, s.first_bad);
     CO_EQ(s.fds, way == 4 ? 1 : 0); /* control data went once */
     close(sv[1]);
   }
@@ -136,6 +161,7 @@ static void *big_writes_main(void *arg)
 struct fastopen_reader {
   int lfd;
   size_t got;
+  bool bad;
 };
 
 static void *accept_and_read(void *arg)
@@ -148,6 +174,7 @@ static void *accept_and_read(void *arg)
     close(c);
   }
   f->got = s.got;
+  f->bad = s.bad;
   return NULL;
 }
 
@@ -168,13 +195,14 @@ static void *fastopen_main(void *arg)
   close(fd);
   pthread_join(th, NULL);
   CO_EQ(f.got, BIG_WRITE);
+  CO_CHECK(!f.bad);
   close(f.lfd);
   return NULL;
 }
 
 Test(hook, blocking_fastopen_sendto_connects_and_writes_everything, .timeout = 60)
 {
-  char *buf = calloc(1, BIG_WRITE);
+  char *buf = pattern_buf(BIG_WRITE);
   cr_assert_not_null(buf);
   rt_run(1, fastopen_main, buf);
   rt_assert_clean();
