@@ -10,9 +10,10 @@
  * hold different locks, so the state itself must be safe to share.
  *
  * Checks: every wait ends with 0 and the job's own result, -ETIMEDOUT or
- * -ECANCELED (the last only in a cancelled waiter, which then stops); the
- * pool ran at least every job whose wait said 0 (timed-out jobs may have
- * run or been dropped). Exit 0 pass, 1 fail, 77 without io_uring.
+ * -ECANCELED (the last only in a cancelled waiter, which then stops); no
+ * job runs twice, every job whose wait said 0 ran once (timed-out and
+ * cancelled ones may have run or been dropped). Exit 0 pass, 1 fail, 77
+ * without io_uring.
  */
 #include "race_check.h"
 #include "weft.h"
@@ -27,9 +28,14 @@
 #define CALLS 300
 
 static atomic_int ran, finished, timed_out, cancelled;
+/* Runs of each job, and how many calls each waiter has made. */
+static atomic_int runs[WAITERS + 1][CALLS];
+static atomic_int progress[WAITERS + 1];
 
 static void *job(void *arg)
 {
+  intptr_t v = (intptr_t)arg;
+  atomic_fetch_add(&runs[v / 1000][v % 1000], 1);
   atomic_fetch_add(&ran, 1);
   if ((intptr_t)arg % 3 == 0)
     usleep(50);
@@ -45,8 +51,10 @@ static void *waiter(void *arg)
     int r = i % 4 == 0 ? weft_blocking_dl(job, want, &ret, weft_now() + 20 * WEFT_USEC)
                        : weft_blocking(job, want, &ret);
     CHECK(r == 0 || r == -ETIMEDOUT || (r == -ECANCELED && id == WAITERS)); /* the cancelled one */
+    atomic_fetch_add(&progress[id], 1);
     if (r == 0) {
       CHECK(ret == want);
+      CHECK(atomic_load(&runs[id][i]) == 1);
       atomic_fetch_add(&finished, 1);
     } else if (r == -ETIMEDOUT) {
       atomic_fetch_add(&timed_out, 1);
@@ -64,7 +72,9 @@ static void *race_main(void *arg)
   weft_task *t[WAITERS];
   for (intptr_t i = 0; i < WAITERS; i++)
     CHECK(weft_spawn(&t[i], NULL, waiter, (void *)(i + 1)) == 0);
-  weft_sleep(2 * WEFT_MSEC);
+  /* The cancel lands among the last waiter's calls, not before them. */
+  while (atomic_load(&progress[WAITERS]) < 20)
+    weft_sleep(50 * WEFT_USEC);
   int c = weft_cancel(t[WAITERS - 1]);
   CHECK(c == 0 || c == -ESRCH); /* it may have finished */
   for (int i = 0; i < WAITERS; i++) {
@@ -86,8 +96,14 @@ int main(void)
   if (r == -ENOSYS || r == -EPERM)
     return 77;
   CHECK(r == 0);
-  /* A timed-out job may still run, or have been dropped from the queue. */
+  /* A timed-out job may still run, or have been dropped from the queue;
+   * none runs twice, and none runs that no call asked for. */
+  for (int w = 1; w <= WAITERS; w++)
+    for (int i = 0; i < CALLS; i++)
+      CHECK(atomic_load(&runs[w][i]) <= 1);
   CHECK(atomic_load(&ran) >= atomic_load(&finished));
+  CHECK(atomic_load(&ran) <=
+        atomic_load(&finished) + atomic_load(&timed_out) + atomic_load(&cancelled));
   int f = atomic_load(&failures);
   printf("race_blocking: %d finished, %d timed out, %d cancelled, %d ran, %d failures\n",
          atomic_load(&finished), atomic_load(&timed_out), atomic_load(&cancelled),
