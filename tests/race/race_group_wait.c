@@ -25,6 +25,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -60,15 +61,25 @@ static void *spawn_members(void *arg)
   return NULL;
 }
 
-/* Timed waits until told to stop (or cancelled, in a coroutine). */
+struct waiter_arg {
+  struct round *rd;
+  atomic_int waits; /* timed waits made so far */
+};
+
+#define SAW_CANCEL ((void *)1)
+
+/* Timed waits until told to stop (or cancelled, in a coroutine: then it
+ * returns SAW_CANCEL). */
 static void *timed_waiter(void *arg)
 {
-  struct round *rd = arg;
+  struct waiter_arg *w = arg;
+  struct round *rd = w->rd;
   for (int i = 0; !atomic_load(&rd->stop); i++) {
     int r = weft_group_wait_dl(rd->g, weft_now() + (i % 3 + 1) * 3 * WEFT_USEC);
     CHECK(r == -ETIMEDOUT || r == 0 || r == -ECANCELED);
+    atomic_fetch_add(&w->waits, 1);
     if (r == -ECANCELED)
-      return NULL;
+      return SAW_CANCEL;
   }
   return NULL;
 }
@@ -90,20 +101,27 @@ static int one_round(weft_runtime *rt)
   CHECK(weft_runtime_submit(rt, NULL, spawn_members, &rd, &sp) == 0);
   CHECK(weft_join(sp, NULL) == 0);
   pthread_t th[THREAD_WAITERS];
-  for (int i = 0; i < THREAD_WAITERS; i++)
-    CHECK(pthread_create(&th[i], NULL, timed_waiter, &rd) == 0);
+  struct waiter_arg thw[THREAD_WAITERS], taskw[TASK_WAITERS];
+  for (int i = 0; i < THREAD_WAITERS; i++) {
+    thw[i].rd = &rd;
+    atomic_init(&thw[i].waits, 0);
+    CHECK(pthread_create(&th[i], NULL, timed_waiter, &thw[i]) == 0);
+  }
   weft_task *tw[TASK_WAITERS];
-  for (int i = 0; i < TASK_WAITERS; i++)
+  for (int i = 0; i < TASK_WAITERS; i++) {
+    taskw[i].rd = &rd;
+    atomic_init(&taskw[i].waits, 0);
     CHECK(race_submit_on(rt, i % 3 == 2 ? WEFT_PLACE_STEALABLE : WEFT_PLACE_PINNED, i % 2,
-                         timed_waiter, &rd, &tw[i]) == 0);
-  /* Cancel half of the coroutine waiters while all of them churn. */
+                         timed_waiter, &taskw[i], &tw[i]) == 0);
+  }
+  /* Cancel half of the coroutine waiters while all of them churn: once
+   * every waiter is in its loop. */
+  for (int i = 0; i < TASK_WAITERS; i++)
+    while (atomic_load(&taskw[i].waits) < 3)
+      sched_yield();
   struct race_cancel_share share = {.v = tw, .n = TASK_WAITERS, .first = 0, .step = 2,
                                     .yield_every = 1};
-  pthread_t canceller;
-  CHECK(pthread_create(&canceller, NULL, race_canceller, &share) == 0);
-  struct timespec pause = {0, 30 * 1000 * 1000};
-  nanosleep(&pause, NULL);
-  pthread_join(canceller, NULL);
+  race_canceller(&share);
   /* Members return while the others still churn. */
   weft_task *last;
   CHECK(weft_runtime_submit(rt, NULL, untimed_waiter, &rd, &last) == 0);
@@ -113,8 +131,12 @@ static int one_round(weft_runtime *rt)
   for (int i = 0; i < THREAD_WAITERS; i++)
     pthread_join(th[i], NULL);
   for (int i = 0; i < TASK_WAITERS; i++) {
-    int j = weft_join(tw[i], NULL);
-    CHECK(j == 0 || (j == -ECANCELED && i % 2 == 0)); /* only the even ones were cancelled */
+    void *ret = NULL;
+    int j = weft_join(tw[i], &ret);
+    /* The even ones were cancelled while they waited over and over: one
+     * of their waits said so. The odd ones stopped when told. */
+    CHECK(j == (i % 2 == 0 ? -ECANCELED : 0));
+    CHECK(ret == (i % 2 == 0 ? SAW_CANCEL : NULL));
   }
   CHECK(weft_join(last, NULL) == 0);
   CHECK(weft_group_active(rd.g) == 0);
