@@ -459,6 +459,25 @@ Test(hook, sleeps_suspend_and_end_on_cancel, .timeout = 30)
 
 /* ---- outside coroutines ----------------------------------------------------------------------- */
 
+/* Something only libc's read does: a socket's SO_RCVTIMEO ends it with
+ * EAGAIN. weft's own calls wait for readiness whatever the socket's
+ * timeout, so a hook that took this read would hang. */
+static void check_rcvtimeo_is_libc(void)
+{
+  int sv[2];
+  cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  struct timeval tv = {0, 20000};
+  cr_assert_eq(setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+  /* A signal ends such a read with EINTR (socket calls with a timeout are
+   * never restarted): read again. */
+  int r, interrupted = 0;
+  while ((r = legacy_read_byte(sv[0])) == -EINTR && interrupted < 1000)
+    interrupted++;
+  cr_assert_eq(r, -EAGAIN, "read gave %d after %d EINTR", r, interrupted);
+  close(sv[0]);
+  close(sv[1]);
+}
+
 Test(hook, plain_threads_get_libc, .timeout = 30)
 {
   /* No runtime at all: the calls are libc's, errno and all. */
@@ -474,6 +493,7 @@ Test(hook, plain_threads_get_libc, .timeout = 30)
   cr_assert_eq(legacy_nanosleep(&ms, NULL), 0);
   cr_assert_eq(legacy_usleep(1000), 0);
   io_close_pipe(p);
+  check_rcvtimeo_is_libc();
 
   /* And on a plain thread while a runtime runs: still libc (a blocking
    * read here blocks this thread only, which the write then ends). */
@@ -486,5 +506,6 @@ Test(hook, plain_threads_get_libc, .timeout = 30)
   cr_assert_eq(weft_stats_get(rt, 0, &s1), 0);
   cr_assert_eq(s1.ops_submitted, s0.ops_submitted);
   io_close_pipe(p);
+  check_rcvtimeo_is_libc();
   rt_stop_idle(rt);
 }
