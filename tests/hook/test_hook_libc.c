@@ -266,12 +266,17 @@ Test(hook, recvmsg_makes_descriptors_close_on_exec_only_when_asked, .timeout = 3
 
 struct late_writer {
   int fd;
+  weft_runtime *rt;
+  bool waited; /* the poll was suspended before the write */
 };
 
+/* Writes once the poll waits: a write before it would answer the poll's
+ * first look, and the wait for two entries of one descriptor would not
+ * be tried at all. */
 static void *write_late(void *arg)
 {
   struct late_writer *w = arg;
-  usleep(50000);
+  w->waited = io_wait_suspended_rt(w->rt, 1);
   if (write(w->fd, "x", 1) != 1)
     abort();
   return NULL;
@@ -292,12 +297,13 @@ static void *select_poll_main(void *arg)
   CO_EQ(read(p[0], &c, 1), 1);
   /* The same descriptor twice, the event it gets in the second entry. */
   struct pollfd two[2] = {{.fd = p[0], .events = POLLPRI}, {.fd = p[0], .events = POLLIN}};
-  struct late_writer w = {.fd = p[1]};
+  struct late_writer w = {.fd = p[1], .rt = weft_runtime_current()};
   pthread_t th;
   CO_EQ(pthread_create(&th, NULL, write_late, &w), 0);
   CO_EQ(legacy_poll(two, 2, -1), 1); /* waits for the write: for ever if not for POLLIN */
   CO_EQ(two[1].revents, POLLIN);
   pthread_join(th, NULL);
+  CO_CHECK(w.waited);
   close(p[0]);
   close(p[1]);
   return NULL;
