@@ -117,6 +117,8 @@ static weft_ws *client_handshake(int sv[2], const char *status_line, bool bad_ke
 }
 
 /* Reads a masked frame header + payload from the raw side and unmasks it. */
+static uint32_t last_mask_key; /* of the last frame raw_masked_frame read */
+
 static size_t raw_masked_frame(int fd, unsigned char *first, unsigned char *payload)
 {
   unsigned char h[2], key[4];
@@ -126,6 +128,7 @@ static size_t raw_masked_frame(int fd, unsigned char *first, unsigned char *payl
   size_t n = h[1] & 0x7f;
   CO_CHECK(n < 126);
   raw_recv(fd, key, 4);
+  memcpy(&last_mask_key, key, 4);
   raw_recv(fd, payload, n);
   for (size_t i = 0; i < n; i++)
     payload[i] ^= key[i & 3];
@@ -162,11 +165,13 @@ static void *client_wire_main(void *arg)
   CO_EQ(raw_masked_frame(sv[1], &first, payload), 5);
   CO_EQ(first, 0x8a);
   CO_CHECK(memcmp(payload, "Hello", 5) == 0);
+  uint32_t pong_key = last_mask_key;
   /* What the client sends is masked, with a key that changes. */
   CO_EQ(weft_ws_send(ws, WEFT_WS_BINARY, "Hi", 2, WEFT_NO_DEADLINE), 0);
   CO_EQ(raw_masked_frame(sv[1], &first, payload), 2);
   CO_EQ(first, 0x82);
   CO_CHECK(memcmp(payload, "Hi", 2) == 0);
+  CO_CHECK(last_mask_key != pong_key);
   /* A server frame that is masked breaks the rules: close 1002. */
   static const unsigned char masked[] = {0x81, 0x81, 1, 2, 3, 4, 'x' ^ 1};
   raw_send(sv[1], masked, sizeof(masked));

@@ -6,7 +6,8 @@
  * not be written (the send lock held past its deadline by a large send)
  * still ends the sending of messages, as weft_ws_close promises; a pong
  * that cannot be written by a receive's deadline is owed, and the
- * connection stays whole.
+ * connection stays whole; a send cut short part-way through its frame
+ * breaks the connection.
  */
 #include "ws_test.h"
 
@@ -92,17 +93,27 @@ static void *big_sender(void *arg)
   return NULL;
 }
 
-/* Starts an 8 MiB send on ws that the peer does not read: it holds ws's
- * send lock, stuck on a full socket, until the peer reads. */
+/* Whether ws's send lock is held by a task that waits (the big send, stuck
+ * on a full socket: nothing else of these tests waits holding it). */
+static bool send_lock_held_by_a_waiter(weft_ws *ws)
+{
+  if (weft_mutex_trylock(&ws->send_lock) == 0) {
+    weft_mutex_unlock(&ws->send_lock);
+    return false;
+  }
+  return rt_dump_count(NULL, " waiting") >= 1;
+}
+
+/* Starts an 8 MiB send on ws that the peer does not read, and returns once
+ * it holds ws's send lock, stuck on a full socket, as it stays until the
+ * peer reads. */
 static weft_task *start_big_send(struct big_send *b, weft_ws *ws)
 {
   *b = (struct big_send){.ws = ws, .buf = calloc(1, BIG)};
   CO_CHECK(b->buf != NULL);
   weft_task *t;
   CO_EQ(weft_spawn(&t, NULL, big_sender, b), 0);
-  while (!atomic_load(&b->started))
-    weft_yield();
-  weft_sleep(20 * WEFT_MSEC);
+  CO_CHECK(RT_POLL(send_lock_held_by_a_waiter(ws)));
   return t;
 }
 
@@ -156,18 +167,51 @@ Test(websocket, a_close_that_could_not_be_written_still_ends_sending, .timeout =
 /* A ping read while the send lock is held by a large send: the pong cannot
  * go by the receive's deadline, which returns -ETIMEDOUT - with the
  * connection whole (it broke it before): the pong is owed and goes at the
- * start of the next receive. */
-static void *recv_big(void *arg)
+ * start of the next receive. The server's side is read raw, so that the
+ * pong is seen on the wire (weft_ws_recv would consume it unseen). */
+
+/* The next frame from a client on fd: its first byte, and its unmasked
+ * payload (up to cap bytes kept; the length is returned). */
+static uint64_t raw_client_frame(int fd, unsigned char *first, unsigned char *payload, size_t cap)
 {
-  weft_ws *ws = arg;
-  void *in = malloc(BIG);
-  int type = 0;
-  CO_EQ(weft_ws_recv(ws, in, BIG, &type, weft_now() + 30 * WEFT_SEC), (ssize_t)BIG);
-  free(in);
-  /* The owed pong is consumed here on the way to the next message. */
-  char buf[16];
-  CO_EQ(weft_ws_recv(ws, buf, sizeof(buf), &type, weft_now() + 30 * WEFT_SEC), 2);
-  CO_CHECK(memcmp(buf, "ok", 2) == 0);
+  unsigned char h[2], ext[8], key[4];
+  raw_recv(fd, h, 2);
+  *first = h[0];
+  CO_CHECK(h[1] & 0x80); /* a client masks everything */
+  uint64_t n = h[1] & 0x7f;
+  if (n >= 126) {
+    size_t k = n == 126 ? 2 : 8;
+    raw_recv(fd, ext, k);
+    n = 0;
+    for (size_t i = 0; i < k; i++)
+      n = n << 8 | ext[i];
+  }
+  raw_recv(fd, key, 4);
+  unsigned char chunk[65536];
+  for (uint64_t off = 0; off < n;) {
+    size_t m = n - off < sizeof(chunk) ? (size_t)(n - off) : sizeof(chunk);
+    raw_recv(fd, chunk, m);
+    for (size_t i = 0; i < m; i++)
+      if (off + i < cap)
+        payload[off + i] = chunk[i] ^ key[(off + i) & 3];
+    off += m;
+  }
+  return n;
+}
+
+static void *raw_server_reads(void *arg)
+{
+  int fd = *(int *)arg;
+  unsigned char first, payload[16];
+  CO_EQ(raw_client_frame(fd, &first, payload, sizeof(payload)), BIG);
+  CO_EQ(first, 0x82);
+  CO_EQ(raw_client_frame(fd, &first, payload, sizeof(payload)), 2);
+  CO_EQ(first, 0x81);
+  CO_CHECK(memcmp(payload, "ok", 2) == 0);
+  /* The owed pong, paid by the client's next receive, with the ping's data. */
+  CO_EQ(raw_client_frame(fd, &first, payload, sizeof(payload)), 2);
+  CO_EQ(first, 0x8a);
+  CO_CHECK(memcmp(payload, "p1", 2) == 0);
   return NULL;
 }
 
@@ -184,7 +228,7 @@ static void *owed_pong_main(void *arg)
   int type = 0;
   CO_EQ(weft_ws_recv(cli, buf, sizeof(buf), &type, weft_now() + 50 * WEFT_MSEC), -ETIMEDOUT);
   weft_task *r;
-  CO_EQ(weft_spawn(&r, NULL, recv_big, srv), 0);
+  CO_EQ(weft_spawn(&r, NULL, raw_server_reads, &sv[0]), 0);
   CO_EQ(weft_join(t, NULL), 0);
   CO_EQ(weft_ws_send(cli, WEFT_WS_TEXT, "ok", 2, weft_now() + 5 * WEFT_SEC), 0);
   CO_EQ(weft_ws_send(srv, WEFT_WS_TEXT, "done", 4, weft_now() + 5 * WEFT_SEC), 0);
@@ -200,5 +244,35 @@ static void *owed_pong_main(void *arg)
 Test(websocket, a_pong_that_cannot_go_yet_is_owed_not_fatal, .timeout = 60)
 {
   rt_run(2, owed_pong_main, NULL);
+  rt_assert_clean();
+}
+
+/* A send whose deadline passes part-way through its frame breaks the
+ * connection (the peer would read the next frame's bytes as the rest of
+ * this one): every later send, ping and receive is -EPIPE. */
+static void *cut_send_main(void *arg)
+{
+  (void)arg;
+  int sv[2];
+  weft_ws *srv, *cli;
+  ws_pair(sv, &srv, &cli);
+  void *big = calloc(1, BIG);
+  CO_CHECK(big != NULL);
+  CO_EQ(weft_ws_send(srv, WEFT_WS_BINARY, big, BIG, weft_now() + 50 * WEFT_MSEC), -ETIMEDOUT);
+  CO_EQ(weft_ws_send(srv, WEFT_WS_TEXT, "x", 1, weft_now() + 5 * WEFT_SEC), -EPIPE);
+  CO_EQ(weft_ws_ping(srv, "p", 1, weft_now() + 5 * WEFT_SEC), -EPIPE);
+  char buf[16];
+  int type = 0;
+  CO_EQ(weft_ws_recv(srv, buf, sizeof(buf), &type, weft_now() + 5 * WEFT_SEC), -EPIPE);
+  free(big);
+  weft_ws_free(srv);
+  weft_ws_free(cli);
+  io_close_pipe(sv);
+  return NULL;
+}
+
+Test(websocket, a_send_cut_short_mid_frame_breaks_the_connection, .timeout = 30)
+{
+  rt_run(2, cut_send_main, NULL);
   rt_assert_clean();
 }
