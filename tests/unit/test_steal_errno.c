@@ -28,6 +28,7 @@ extern char **environ;
 struct errno_run {
   void (*calls)(void);
   void (*kick)(void);    /* if set, the hog's before each burn */
+  bool expect_moves;     /* the calls let the mover move: go on until it has */
   atomic_bool mover_done, keeper_stop;
   atomic_int moves;      /* calls that returned on another shard */
   atomic_int clobbered;  /* hog burns after which errno was not its own */
@@ -57,11 +58,18 @@ static void *keeper(void *arg)
 }
 
 #define MOVER_CALLS 60
+#define MOVES_WANTED 1
 
+/* MOVER_CALLS calls - and, where moving is expected, more until the mover
+ * has moved MOVES_WANTED times (10 s at most): a run in which it never
+ * moved could not have shown a clobbered errno. */
 static void *mover(void *arg)
 {
   struct errno_run *e = arg;
-  for (int i = 0; i < MOVER_CALLS; i++) {
+  int64_t limit = weft_now() + 10 * WEFT_SEC;
+  for (int i = 0; i < MOVER_CALLS || (e->expect_moves && atomic_load(&e->moves) < MOVES_WANTED &&
+                                      weft_now() < limit);
+       i++) {
     int before = weft_shard_id();
     errno = 7;
     e->calls();
@@ -89,7 +97,7 @@ static void *errno_main(void *arg)
 
 static void run_errno_kicked(void (*calls)(void), void (*kick)(void), bool expect_moves)
 {
-  struct errno_run e = {.calls = calls, .kick = kick};
+  struct errno_run e = {.calls = calls, .kick = kick, .expect_moves = expect_moves};
   weft_config c;
   steal_cfg(&c);
   run_cfg(&c, errno_main, &e);
@@ -98,6 +106,8 @@ static void run_errno_kicked(void (*calls)(void), void (*kick)(void), bool expec
                atomic_load(&e.clobbered), atomic_load(&e.moves));
   if (!expect_moves)
     cr_assert_eq(atomic_load(&e.moves), 0, "a task waiting for its child moved");
+  else
+    cr_assert_geq(atomic_load(&e.moves), MOVES_WANTED, "the mover never moved: nothing shown");
 }
 
 static void run_errno(void (*calls)(void), bool expect_moves)
