@@ -259,20 +259,40 @@ static void *other_task(void *arg)
   return NULL;
 }
 
+static uint64_t stream_counter(weft_recv_stream *s, int which)
+{
+  weft__recv_stream_counters c;
+  weft__recv_stream_get_counters(s, &c);
+  return which == 0 ? c.arms : c.nobufs;
+}
+
 static void *owner_main(void *arg)
 {
   (void)arg;
   int fds[2];
   CO_EQ(unix_pair(fds), 0);
   struct other_arg oa;
-  CO_EQ(weft_recv_stream_open(&oa.s, fds[0], NULL), 0);
+  /* One buffer: while the owner holds it, the kernel path has none, and a
+   * release by anyone would hand it back and start receiving again. */
+  weft_recv_stream_opts o;
+  weft_recv_stream_opts_init(&o);
+  o.buf_count = 1;
+  CO_EQ(weft_recv_stream_open(&oa.s, fds[0], &o), 0);
   CO_EQ(write(fds[1], "ab", 2), 2);
   const void *d;
   CO_EQ(weft_recv_stream_next(oa.s, &d, WEFT_NO_DEADLINE), 2);
+  bool ring = stream_counter(oa.s, 0) > 0;
+  CO_EQ(write(fds[1], "cd", 2), 2);
+  if (ring) /* the receive found no buffer and stopped */
+    CO_CHECK(RT_POLL(stream_counter(oa.s, 1) == 1));
+  uint64_t arms = stream_counter(oa.s, 0);
   weft_task *t;
   CO_EQ(io_spawn_on(&t, 1, other_task, &oa), 0);
   CO_EQ(weft_join(t, NULL), 0);
-  CO_CHECK(memcmp(d, "ab", 2) == 0); /* still held */
+  CO_EQ(stream_counter(oa.s, 0), arms); /* nothing handed back, nothing armed */
+  CO_CHECK(memcmp(d, "ab", 2) == 0);    /* still held */
+  CO_EQ(weft_recv_stream_next(oa.s, &d, weft_now() + 10 * WEFT_SEC), 2);
+  CO_CHECK(memcmp(d, "cd", 2) == 0);
   CO_EQ(weft_recv_stream_close(oa.s), 0);
   close(fds[0]);
   close(fds[1]);
