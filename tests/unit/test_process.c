@@ -88,6 +88,7 @@ static void *exits_main(void *arg)
   CO_EQ(io_spawn_on(&tt, 0, ticker, NULL), 0);
   CO_EQ(weft_join(tt, NULL), 0);
   CO_EQ(atomic_load(&ticks), 5);
+  CO_EQ(rt_dump_count(NULL, " waiting"), 1); /* the waiter, still suspended */
   CO_EQ(write(p[1], "go\n", 3), 3);
   CO_EQ(rt_join_int(wt), 0);
   CO_CHECK(WIFEXITED(w.status));
