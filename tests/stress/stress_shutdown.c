@@ -94,7 +94,11 @@ static void *shutdown_main(void *arg)
   }
   while (atomic_load_explicit(&S.started, memory_order_relaxed) < S.n)
     weft_sleep(WEFT_MSEC);
-  weft_sleep(20 * WEFT_MSEC); /* the last ones reach their wait */
+  /* Every blocker is in its wait now: it counts itself right before its
+   * call, with nothing that could suspend in between. This sleep only lets
+   * both shards pass through their loops, which hand the last reads' SQEs
+   * to the kernel, so that those reads are queued there when we stop. */
+  weft_sleep(20 * WEFT_MSEC);
   S.main_end = now_ns();
   return NULL;
 }
