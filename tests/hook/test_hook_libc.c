@@ -7,13 +7,15 @@
  * once); recvmsg makes received descriptors
  * close-on-exec only when asked; select takes a tv_usec of a second or
  * more, as Linux does; a poll listing a descriptor twice waits for the
- * events of both entries.
+ * events of both entries; a send whose peer goes away part-way gives the
+ * part, then EPIPE, and never SIGPIPE; MSG_DONTWAIT is libc's EAGAIN.
  */
 #include "io_helpers.h"
 #include "legacy.h"
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <limits.h>
 #include <netinet/in.h>
@@ -366,4 +368,80 @@ Test(hook, select_takes_sets_past_fd_setsize, .timeout = 30)
                  (unsigned long long)rl.rlim_cur, HIGH_FD);
   rt_run(1, select_high_main, NULL);
   rt_assert_clean();
+}
+
+/* ---- a peer that goes away, a call that must not wait ------------------------------------- */
+
+static atomic_int sigpipes;
+
+static void count_sigpipe(int sig)
+{
+  (void)sig;
+  atomic_fetch_add(&sigpipes, 1);
+}
+
+struct closing_reader {
+  int fd;
+  size_t take; /* bytes to read before closing */
+};
+
+static void *read_some_then_close(void *arg)
+{
+  struct closing_reader *c = arg;
+  char buf[4096];
+  for (size_t got = 0; got < c->take;) {
+    ssize_t n = read(c->fd, buf, sizeof(buf));
+    if (n <= 0)
+      break;
+    got += (size_t)n;
+  }
+  close(c->fd);
+  return NULL;
+}
+
+static void *peer_gone_main(void *arg)
+{
+  (void)arg;
+  /* A blocking send that the peer stops reading part-way: the part that
+   * went out, then EPIPE from the next call - and no SIGPIPE. */
+  int sv[2];
+  CO_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  struct closing_reader c = {.fd = sv[1], .take = 100000};
+  pthread_t th;
+  CO_EQ(pthread_create(&th, NULL, read_some_then_close, &c), 0);
+  char *buf = pattern_buf(BIG_WRITE);
+  CO_CHECK(buf != NULL);
+  ssize_t r = legacy_send(sv[0], buf, BIG_WRITE);
+  pthread_join(th, NULL);
+  CO_CHECK(r >= (ssize_t)c.take && r < (ssize_t)BIG_WRITE);
+  CO_EQ(legacy_send(sv[0], buf, 10), -EPIPE);
+  CO_EQ(atomic_load(&sigpipes), 0);
+  close(sv[0]);
+  /* MSG_DONTWAIT on a full socket: libc's own call (no io_uring op),
+   * EAGAIN at once. */
+  CO_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  while (send(sv[0], buf, 65536, MSG_DONTWAIT) > 0)
+    ;
+  weft_stats s0, s1;
+  CO_EQ(weft_stats_get(NULL, 0, &s0), 0);
+  errno = 0;
+  CO_EQ(send(sv[0], buf, 10, MSG_DONTWAIT), -1);
+  CO_EQ(errno, EAGAIN);
+  CO_EQ(weft_stats_get(NULL, 0, &s1), 0);
+  CO_EQ(s1.ops_submitted, s0.ops_submitted);
+  close(sv[0]);
+  close(sv[1]);
+  free(buf);
+  return NULL;
+}
+
+Test(hook, a_peer_gone_mid_send_gives_the_part_then_epipe_without_sigpipe, .timeout = 60)
+{
+  struct sigaction sa = {.sa_handler = count_sigpipe}, old;
+  sigemptyset(&sa.sa_mask);
+  cr_assert_eq(sigaction(SIGPIPE, &sa, &old), 0);
+  atomic_store(&sigpipes, 0);
+  rt_run(1, peer_gone_main, NULL);
+  rt_assert_clean();
+  sigaction(SIGPIPE, &old, NULL);
 }
