@@ -160,6 +160,15 @@ ON_EVERY_PATH(runtime_stop_with_streams_open, run_stop, 30)
 
 /* ---- arguments, callers, descriptors, memory -------------------------------------------------- */
 
+static void *open_cancelled(void *arg)
+{
+  CO_EQ(weft_cancel(weft_task_self()), 0);
+  weft_recv_stream *s = (weft_recv_stream *)1;
+  int r = weft_recv_stream_open(&s, *(int *)arg, NULL);
+  CO_CHECK(s == (weft_recv_stream *)1);
+  return (void *)(intptr_t)r;
+}
+
 static void *args_main(void *arg)
 {
   (void)arg;
@@ -216,6 +225,23 @@ static void *args_main(void *arg)
   CO_EQ(weft_recv_stream_open(&s, 1000, NULL), 0);
   CO_EQ(weft_recv_stream_next(s, &d, weft_now() + 5 * WEFT_SEC), -EBADF);
   CO_EQ(weft_recv_stream_close(s), 0);
+
+  /* An ended deadline scope, or a cancelled task: nothing is started (the
+   * data stays in the socket for whoever reads next). */
+  CO_EQ(write(fds[1], "k", 1), 1);
+  weft_recv_stream *none = (weft_recv_stream *)1;
+  int64_t saved = weft_deadline_push(weft_now() - 1);
+  CO_EQ(weft_recv_stream_open(&none, fds[0], NULL), -ETIMEDOUT);
+  weft_deadline_pop(saved);
+  CO_CHECK(none == (weft_recv_stream *)1);
+  weft_task *t;
+  CO_EQ(rt_spawn(&t, WEFT_PLACE_PINNED, -1, open_cancelled, &fds[0]), 0);
+  void *r = NULL;
+  CO_EQ(weft_join(t, &r), -ECANCELED);
+  CO_EQ((intptr_t)r, -ECANCELED);
+  char k = 0;
+  CO_EQ(read(fds[0], &k, 1), 1);
+  CO_EQ(k, 'k');
 
   close(fds[0]);
   close(fds[1]);
