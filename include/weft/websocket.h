@@ -171,9 +171,10 @@ WEFT_API int weft_ws_ping(weft_ws *ws, const void *data, size_t n, int64_t deadl
  * them, 3000-4999 for applications; else -EINVAL) and `reason` (NULL or
  * UTF-8 of at most 123 bytes), unless one was sent already, then reads and
  * drops messages until the peer's close comes. 0 once it has; -ETIMEDOUT at the
- * deadline, -ECONNRESET if the connection ends first, and the errors of
- * weft_ws_recv for a peer that breaks the protocol meanwhile. Either way no
- * more messages can be sent. */
+ * deadline, -ECONNRESET if the connection ends first, the socket's error if
+ * the close frame cannot be written (-EPIPE: the peer had gone already),
+ * -ECANCELED, and the errors of weft_ws_recv for a peer that breaks the
+ * protocol meanwhile. Either way no more messages can be sent. */
 WEFT_API int weft_ws_close(weft_ws *ws, int code, const char *reason, int64_t deadline);
 
 /* The status code of the peer's close frame (1005 if it had none), or 0

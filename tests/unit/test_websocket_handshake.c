@@ -496,3 +496,75 @@ Test(websocket, a_peer_that_closes_before_a_byte_is_epipe, .timeout = 30)
   rt_run(1, gone_main, NULL);
   rt_assert_clean();
 }
+
+/* A handshake the peer leaves half done ends at the deadline, or at a
+ * cancel; a close whose peer goes away without a close frame is
+ * -ECONNRESET. */
+static void *half_accept(void *arg)
+{
+  CO_EQ(weft_cancel(weft_task_self()), 0);
+  weft_ws *ws = NULL;
+  return (void *)(intptr_t)weft_ws_accept(&ws, *(int *)arg, weft_now() + 5 * WEFT_SEC);
+}
+
+/* Reads the server's close frame (unmasked: 0x88, length 2, the code) and
+ * closes the connection without answering. */
+static void *take_close_and_hang_up(void *arg)
+{
+  int fd = *(int *)arg;
+  unsigned char f[4];
+  raw_recv(fd, f, sizeof(f));
+  CO_EQ(f[0], 0x88);
+  CO_EQ(f[1], 2);
+  CO_EQ(f[2] << 8 | f[3], 1000);
+  CO_EQ(close(fd), 0);
+  return NULL;
+}
+
+static void *half_done_main(void *arg)
+{
+  (void)arg;
+  int sv[2];
+  weft_ws *ws = NULL;
+  static const char half[] = "GET /chat HTTP/1.1\r\nHost: server.example.com\r\n";
+  pair(sv);
+  raw_send(sv[1], half, strlen(half));
+  CO_EQ(weft_ws_accept(&ws, sv[0], weft_now() + 30 * WEFT_MSEC), -ETIMEDOUT);
+  CO_CHECK(ws == NULL);
+  weft_task *t;
+  CO_EQ(weft_spawn(&t, NULL, half_accept, &sv[0]), 0);
+  void *r = NULL;
+  CO_EQ(weft_join(t, &r), -ECANCELED);
+  CO_EQ((intptr_t)r, -ECANCELED);
+  io_close_pipe(sv);
+
+  /* A server that reads the request and never answers. */
+  pair(sv);
+  CO_EQ(weft_ws_connect(&ws, sv[0], "example.com", "/", weft_now() + 30 * WEFT_MSEC), -ETIMEDOUT);
+  CO_CHECK(ws == NULL);
+  io_close_pipe(sv);
+
+  /* The peer goes away during the closing handshake. */
+  pair(sv);
+  struct connecting c = {.fd = sv[1]};
+  CO_EQ(weft_spawn(&t, NULL, connect_task, &c), 0);
+  CO_EQ(weft_ws_accept(&ws, sv[0], weft_now() + 5 * WEFT_SEC), 0);
+  CO_EQ(weft_join(t, NULL), 0);
+  CO_EQ(c.r, 0);
+  weft_ws_free(c.ws);
+  CO_EQ(weft_spawn(&t, NULL, take_close_and_hang_up, &sv[1]), 0);
+  /* (A peer gone before the close frame is written: its -EPIPE; this one
+   * takes the frame, then hangs up.) */
+  CO_EQ(weft_ws_close(ws, 1000, NULL, weft_now() + 5 * WEFT_SEC), -ECONNRESET);
+  CO_EQ(weft_join(t, NULL), 0);
+  weft_ws_free(ws);
+  close(sv[0]);
+  return NULL;
+}
+
+Test(websocket, a_half_done_handshake_times_out_and_a_vanished_peer_resets_the_close,
+     .timeout = 30)
+{
+  rt_run(2, half_done_main, NULL);
+  rt_assert_clean();
+}
