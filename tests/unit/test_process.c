@@ -13,6 +13,7 @@
 
 #include <spawn.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 extern char **environ;
@@ -237,5 +238,42 @@ static void *fork_main(void *arg)
 Test(process, a_forked_child_gets_no_ring_memory, .timeout = 30)
 {
   rt_run(1, fork_main, NULL);
+  rt_assert_clean();
+}
+
+/* No descriptor for the pidfd: -EMFILE, and the child is left for the next
+ * wait. The open-file limit is lowered to the lowest free descriptor. */
+static void *emfile_main(void *arg)
+{
+  (void)arg;
+  int p[2];
+  CO_EQ(io_pipe(p), 0);
+  pid_t pid = spawn_sh("read x; exit 4", p[0]);
+  CO_CHECK(pid > 0);
+  struct rlimit rl, low;
+  CO_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  int lowest = dup(0);
+  CO_CHECK(lowest >= 0);
+  close(lowest);
+  low = rl;
+  low.rlim_cur = (rlim_t)lowest;
+  CO_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  int status = -1;
+  int r = weft_process_wait(pid, &status);
+  CO_EQ(setrlimit(RLIMIT_NOFILE, &rl), 0);
+  CO_EQ(r, -EMFILE);
+  CO_EQ(status, -1);
+  CO_EQ(write(p[1], "go\n", 3), 3);
+  CO_EQ(weft_process_wait(pid, &status), 0);
+  CO_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 4);
+  io_close_pipe(p);
+  return NULL;
+}
+
+Test(process, no_descriptor_for_the_pidfd_is_emfile, .timeout = 30)
+{
+  emfile_main(NULL); /* a plain thread */
+  rt_assert_clean();
+  rt_run(1, emfile_main, NULL);
   rt_assert_clean();
 }
