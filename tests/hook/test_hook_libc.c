@@ -8,7 +8,8 @@
  * close-on-exec only when asked; select takes a tv_usec of a second or
  * more, as Linux does; a poll listing a descriptor twice waits for the
  * events of both entries; a send whose peer goes away part-way gives the
- * part, then EPIPE, and never SIGPIPE; MSG_DONTWAIT is libc's EAGAIN.
+ * part, then EPIPE, and never SIGPIPE; MSG_DONTWAIT is libc's EAGAIN; a
+ * wait given a signal mask is libc's.
  */
 #include "io_helpers.h"
 #include "legacy.h"
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 
@@ -444,4 +446,59 @@ Test(hook, a_peer_gone_mid_send_gives_the_part_then_epipe_without_sigpipe, .time
   rt_run(1, peer_gone_main, NULL);
   rt_assert_clean();
   sigaction(SIGPIPE, &old, NULL);
+}
+
+/* ---- a signal mask: libc's call ------------------------------------------------------------ */
+
+static void *write_x(void *arg)
+{
+  CO_EQ(write(*(int *)arg, "x", 1), 1);
+  return NULL;
+}
+
+/* A wait given a signal mask is libc's, which blocks the shard thread: a
+ * writer queued on the same shard cannot run until it returns, so it ends
+ * with its timeout and nothing ready (the hooked wait would have let the
+ * writer run and returned 1). */
+static void *masked_waits_main(void *arg)
+{
+  (void)arg;
+  sigset_t none;
+  sigemptyset(&none);
+  struct timespec ms30 = {0, 30 * 1000 * 1000};
+  for (int way = 0; way < 3; way++) {
+    int p[2];
+    CO_EQ(pipe2(p, O_CLOEXEC), 0);
+    weft_task *w;
+    CO_EQ(rt_spawn(&w, WEFT_PLACE_PINNED, 0, write_x, &p[1]), 0);
+    int r = -2;
+    if (way == 0) {
+      struct pollfd pf = {.fd = p[0], .events = POLLIN};
+      r = ppoll(&pf, 1, &ms30, &none);
+    } else if (way == 1) {
+      fd_set rd;
+      FD_ZERO(&rd);
+      FD_SET(p[0], &rd);
+      r = pselect(p[0] + 1, &rd, NULL, NULL, &ms30, &none);
+    } else {
+      int ep = epoll_create1(EPOLL_CLOEXEC);
+      struct epoll_event ev = {.events = EPOLLIN};
+      CO_EQ(epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &ev), 0);
+      r = epoll_pwait(ep, &ev, 1, 30, &none);
+      close(ep);
+    }
+    CO_EQ(r, 0);
+    CO_EQ(weft_join(w, NULL), 0); /* it ran after: the pipe holds its byte */
+    char c;
+    CO_EQ(read(p[0], &c, 1), 1);
+    close(p[0]);
+    close(p[1]);
+  }
+  return NULL;
+}
+
+Test(hook, waits_given_a_signal_mask_are_libcs, .timeout = 30)
+{
+  rt_run(1, masked_waits_main, NULL);
+  rt_assert_clean();
 }
