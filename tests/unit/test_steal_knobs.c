@@ -754,7 +754,8 @@ Test(steal, steal_success_rate_is_at_most_one, .timeout = 60)
 #define STUCK_SHORT 2
 
 static atomic_bool stuck_done;
-static int short_ran_on[STUCK_SHORT];
+static atomic_int short_ran_on[STUCK_SHORT]; /* -1 until it ran */
+static atomic_int shorts_ran;
 
 static void *ticker(void *arg)
 {
@@ -767,20 +768,32 @@ static void *ticker(void *arg)
 
 static void *short_task(void *arg)
 {
-  short_ran_on[(intptr_t)arg] = weft_shard_id();
+  atomic_store(&short_ran_on[(intptr_t)arg], weft_shard_id());
+  atomic_fetch_add(&shorts_ran, 1);
   return NULL;
 }
 
+/* arg: the stuck rule is on, so the short tasks are expected to be taken
+ * while this task runs. */
 static void *stuck_main(void *arg)
 {
-  (void)arg;
+  bool expect_taken = arg != NULL;
   weft_task *tick, *t[STUCK_SHORT];
+  atomic_store(&shorts_ran, 0);
+  for (int i = 0; i < STUCK_SHORT; i++)
+    atomic_store(&short_ran_on[i], -1);
   CO_EQ(rt_spawn(&tick, WEFT_PLACE_PINNED, 1, ticker, NULL), 0);
   /* Two queued tasks: not longer than cost + margin (1 + 1), so the gate
    * alone keeps them here - behind this task, which now runs 30 ms. */
   for (intptr_t i = 0; i < STUCK_SHORT; i++)
     CO_EQ(rt_spawn(&t[i], WEFT_PLACE_STEALABLE, -1, short_task, (void *)i), 0);
+  /* 30 ms at least; where they are expected to move, on until they have
+   * run (5 s at most: a shard that wakes late must not fail the test). */
+  int64_t start = weft_now();
   burn_us(30000);
+  while (expect_taken && atomic_load(&shorts_ran) < STUCK_SHORT &&
+         weft_now() < start + 5 * WEFT_SEC)
+    burn_us(1000);
   atomic_store(&stuck_done, true);
   for (int i = 0; i < STUCK_SHORT; i++)
     rt_join_int(t[i]);
@@ -793,9 +806,10 @@ Test(steal, stuck_short_queue_is_taken_behind_a_long_task, .timeout = 60)
 {
   weft_config c;
   steal_cfg(&c);
-  run_cfg(&c, stuck_main, NULL);
+  run_cfg(&c, stuck_main, (void *)1);
   for (int i = 0; i < STUCK_SHORT; i++)
-    cr_assert_eq(short_ran_on[i], 1, "short task %d ran on shard %d", i, short_ran_on[i]);
+    cr_assert_eq(atomic_load(&short_ran_on[i]), 1, "short task %d ran on shard %d", i,
+                 atomic_load(&short_ran_on[i]));
   cr_assert_geq(st_end[1].steal_stuck, 1);
   cr_assert_eq(st_end[1].steal_success, STUCK_SHORT);
 }
@@ -807,7 +821,8 @@ Test(steal, stuck_rule_off_leaves_a_short_queue_home, .timeout = 60)
   c.steal_stuck_ns = 0;
   run_cfg(&c, stuck_main, NULL);
   for (int i = 0; i < STUCK_SHORT; i++)
-    cr_assert_eq(short_ran_on[i], 0, "short task %d ran on shard %d", i, short_ran_on[i]);
+    cr_assert_eq(atomic_load(&short_ran_on[i]), 0, "short task %d ran on shard %d", i,
+                 atomic_load(&short_ran_on[i]));
   cr_assert_eq(st_end[NSHARDS].steal_stuck, 0);
   cr_assert_eq(st_end[NSHARDS].steal_success, 0);
 }
