@@ -24,6 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /* ---- failures seen off the test thread ------------------------------------ */
 
@@ -185,6 +187,33 @@ static inline intptr_t rt_join_int(weft_task *t)
       weft_sleep(100 * WEFT_USEC);                                                            \
     rt_ok_;                                                                                   \
   })
+
+/* ---- what a plain thread is doing ------------------------------------------ */
+
+/* This thread's id, for rt_thread_in_syscall. */
+static inline pid_t rt_gettid(void)
+{
+  return (pid_t)syscall(SYS_gettid);
+}
+
+/* Whether thread `tid` of this process sleeps in system call `nr` now
+ * (/proc/.../syscall starts with the number of the call it is in; "running"
+ * when it is not in one). */
+static inline bool rt_thread_in_syscall(pid_t tid, long nr)
+{
+  char path[64], buf[64] = "";
+  snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)tid);
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return false;
+  bool got = fgets(buf, sizeof(buf), f) != NULL;
+  fclose(f);
+  return got && buf[0] >= '0' && buf[0] <= '9' && atol(buf) == nr;
+}
+
+/* Waits (about 10 s at most) until thread `tid` sleeps in system call nr:
+ * the "other side is waiting now" of a test with a plain thread in it. */
+#define RT_WAIT_IN_SYSCALL(tid, nr) RT_POLL(rt_thread_in_syscall((tid), (nr)))
 
 /* Occurrences of `needle` in weft_dump(rt)'s output (-1 if the dump failed). */
 static inline int rt_dump_count(weft_runtime *rt, const char *needle)

@@ -470,11 +470,14 @@ Test(group, invalid_arguments, .timeout = 30)
 struct tokw {
   weft_cancel_token *tok;
   atomic_int arrived;
+  _Atomic pid_t thread_tid; /* the plain thread's, once it runs */
 };
 
 static void *token_waiter(void *arg)
 {
   struct tokw *w = arg;
+  if (!weft_task_self())
+    atomic_store(&w->thread_tid, rt_gettid());
   atomic_fetch_add(&w->arrived, 1);
   return (void *)(intptr_t)weft_cancel_token_wait(w->tok, WEFT_NO_DEADLINE);
 }
@@ -498,7 +501,7 @@ static void *token_main(void *arg)
   CO_EQ(pthread_create(&th, NULL, token_waiter, &w), 0);
   CO_CHECK(RT_POLL(atomic_load(&w.arrived) == 5));
   CO_CHECK(io_wait_suspended(4));
-  weft_sleep(2 * WEFT_MSEC); /* let the thread reach its futex */
+  CO_CHECK(RT_WAIT_IN_SYSCALL(atomic_load(&w.thread_tid), SYS_futex)); /* the thread waits */
   CO_EQ(weft_cancel_token_cancel(w.tok), 0);
   CO_CHECK(weft_cancel_token_is_cancelled(w.tok));
   for (int i = 0; i < 4; i++)
@@ -615,6 +618,7 @@ static void *oom_cancel_main(void *arg)
   /* No memory for the list of members to cancel: they are cancelled anyway. */
   weft__fault_arm(WEFT__FAULT_MALLOC, 1);
   CO_EQ(weft_group_cancel(g), 0);
+  CO_EQ(atomic_load(&weft__fault_countdown[WEFT__FAULT_MALLOC]), 0); /* the list's */
   weft__fault_arm(WEFT__FAULT_MALLOC, 0);
   CO_EQ(weft_group_wait(g), -ECANCELED);
   CO_EQ(atomic_load(&b.results[0]), 6);

@@ -7,10 +7,6 @@
  */
 #include "net_test.h"
 
-#include <stdio.h>
-#include <stdlib.h>
-#include <sys/syscall.h>
-
 /* ---- messages, datagrams, Unix -------------------------------------------------- */
 
 static void *scm_body(void *arg)
@@ -328,42 +324,17 @@ struct poke {
   int l;
 };
 
-/* Whether thread `tid` of this process sleeps in connect(2) now
- * (/proc/.../syscall starts with the number of the call it is blocked in). */
-static bool in_connect(pid_t tid)
-{
-  char path[64], buf[64] = "";
-  snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)tid);
-  FILE *f = fopen(path, "r");
-  if (!f)
-    return false;
-  bool got = fgets(buf, sizeof(buf), f) != NULL;
-  fclose(f);
-  return got && atol(buf) == SYS_connect;
-}
-
-/* Waits (10 s at most) until `tid` sleeps in connect(2). */
-static bool wait_in_connect(pid_t tid)
-{
-  for (int i = 0; i < 10000; i++) {
-    if (in_connect(tid))
-      return true;
-    usleep(1000);
-  }
-  return false;
-}
-
 static void *poke_then_accept(void *arg)
 {
   struct poke *p = arg;
-  if (!wait_in_connect(p->tid))
+  if (!RT_WAIT_IN_SYSCALL(p->tid, SYS_connect))
     return (void *)(intptr_t)-1000; /* the connect never waited */
   pthread_kill(p->target, SIGUSR1);
   for (int i = 0; i < 10000 && !atomic_load(&usr1_seen); i++)
     usleep(1000);
   /* Interrupted, handled, and asked again: back in connect. (Were the
    * connect left abandoned, it would return at once - not sleep again.) */
-  if (!atomic_load(&usr1_seen) || !wait_in_connect(p->tid))
+  if (!atomic_load(&usr1_seen) || !RT_WAIT_IN_SYSCALL(p->tid, SYS_connect))
     return (void *)(intptr_t)-1001; /* not asked again after the signal */
   return (void *)(intptr_t)accept4(p->l, NULL, NULL, SOCK_CLOEXEC);
 }
@@ -383,7 +354,7 @@ Test(net, unix_connect_interrupted_by_a_signal_asks_again, .timeout = 30, .init 
   int first = weft_socket(AF_UNIX, SOCK_STREAM, 0);
   cr_assert_eq(weft_connect(first, (struct sockaddr *)&sa, sizeof(sa)), 0);
   atomic_store(&usr1_seen, 0);
-  struct poke pk = {.target = pthread_self(), .tid = (pid_t)syscall(SYS_gettid), .l = l};
+  struct poke pk = {.target = pthread_self(), .tid = rt_gettid(), .l = l};
   pthread_t th;
   cr_assert_eq(pthread_create(&th, NULL, poke_then_accept, &pk), 0);
   int c = weft_socket(AF_UNIX, SOCK_STREAM, 0);
