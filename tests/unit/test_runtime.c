@@ -741,6 +741,7 @@ Test(runtime, cancel_blocked_task_is_ecanceled, .timeout = 20)
   weft_task *t;
   cr_assert_eq(weft_runtime_submit(rt, NULL, blocked_waiter, &b, &t), 0);
   cr_assert(RT_POLL(atomic_load(&b.started) == 1));
+  cr_assert(RT_POLL(rt_dump_count(rt, " waiting") == 1)); /* a wait to end */
   cr_assert_eq(weft_cancel(t), 0);
   void *v = NULL;
   cr_assert_eq(weft_join(t, &v), -ECANCELED);

@@ -197,7 +197,8 @@ static void *a_worker(void *arg)
   CO_EQ(weft_runtime_submit(w->b, &o, ret_shard, NULL, &t), 0);
   CO_EQ(rt_join_int(t), 1);
   CO_CHECK(weft_runtime_current() != w->b);
-  CO_EQ(weft_sleep(2 * WEFT_MSEC), 0); /* let B's waiter block (not needed for the result) */
+  /* B's waiter is blocked (B's only task now): the set wakes it across runtimes. */
+  CO_CHECK(RT_POLL(rt_dump_count(w->b, " waiting") == 1));
   CO_EQ(weft_event_set(w->ev), 0);
   return (void *)(intptr_t)weft_runtime_shards(NULL);
 }
@@ -383,9 +384,11 @@ Test(runtime, stats_submit_from_other_runtime_counts_on_target, .timeout = 20)
 
 static void *stop_other(void *arg)
 {
-  /* Let B's shards go to sleep in the kernel first. */
-  CO_EQ(weft_sleep(20 * WEFT_MSEC), 0);
-  return (void *)(intptr_t)weft_runtime_stop(arg);
+  /* B's shards asleep in the kernel first: the stop must wake them. */
+  weft_runtime *b = arg;
+  for (int i = 0; i < 2; i++)
+    CO_CHECK(RT_POLL(atomic_load(&b->shards[i].parked)));
+  return (void *)(intptr_t)weft_runtime_stop(b);
 }
 
 Test(runtime, stop_from_coroutine_of_other_runtime, .timeout = 15)
@@ -442,7 +445,8 @@ static void *shutdown_main(void *arg)
     CO_EQ(rt_spawn(&t, WEFT_PLACE_ROUND_ROBIN, -1, i % 2 ? sleep_hour_counted : ret_shard, NULL),
           0);
   }
-  CO_EQ(weft_sleep(5 * WEFT_MSEC), 0); /* most of them are blocked by now */
+  /* Every blocker is blocked: 1000 event waiters and 1050 sleepers. */
+  CO_CHECK(RT_POLL(rt_dump_count(NULL, " waiting") == 2050));
   return (void *)(intptr_t)66;
 }
 
@@ -451,15 +455,16 @@ Test(runtime, shutdown_cancels_and_frees_blocked_tasks, .timeout = 45)
   weft_event *never;
   cr_assert_eq(weft_event_create(&never, 0), 0);
   /* weft_run must come back (the test's timeout guards that), with main's
-   * value; every blocker that got to block was released with -ECANCELED
-   * (the others never started); ASan's leak check covers "freed". */
+   * value; every blocker, all blocked when main returned, was released with
+   * -ECANCELED; ASan's leak check covers "freed". */
   int64_t t0 = weft_now();
   void *ret = rt_run(2, shutdown_main, never);
   cr_log_info("weft_run returned after %.1f ms; %d blockers had started",
               (double)(weft_now() - t0) / 1e6, atomic_load(&blockers_started));
   cr_assert_eq((intptr_t)ret, 66);
   rt_assert_clean();
-  cr_assert_eq(atomic_load(&blockers_cancelled), atomic_load(&blockers_started));
+  cr_assert_eq(atomic_load(&blockers_started), 2050);
+  cr_assert_eq(atomic_load(&blockers_cancelled), 2050);
   weft_event_destroy(never);
   rt_assert_no_leaks();
 }
@@ -507,7 +512,7 @@ static void *fallback_main(void *arg)
   weft_task *w, *s;
   CO_EQ(rt_spawn(&w, WEFT_PLACE_PINNED, 1, wait_event_ret, ev), 0);
   CO_EQ(rt_spawn(&s, WEFT_PLACE_PINNED, 1, sleep_hour, NULL), 0);
-  CO_EQ(weft_sleep(WEFT_MSEC), 0);
+  CO_CHECK(RT_POLL(rt_dump_count(NULL, " waiting") == 2)); /* both blocked */
   CO_EQ(weft_event_set(ev), 0);
   CO_EQ(rt_join_int(w), 44);
   CO_EQ(weft_cancel(s), 0);
