@@ -53,9 +53,11 @@ typedef struct weft_config {
   const int *cpus;          /* optional: shard i is pinned to cpus[i % ncpus] */
   int ncpus;                /* entries in cpus; 0 = no pinning */
   const char *thread_name;  /* thread names are "<thread_name>-<i>"; default "weft" */
-  size_t stack_size;        /* default coroutine stack (virtual bytes), default 256 KiB */
+  size_t stack_size;        /* default coroutine stack (virtual bytes), default 256 KiB,
+                               16 KiB .. 1 GiB */
   unsigned ring_entries;    /* SQ entries per shard ring, 1..32768, default 256 */
-  unsigned cq_entries;      /* CQ entries, 0 = 8 x ring_entries */
+  unsigned cq_entries;      /* CQ entries, 0 = 8 x ring_entries, else
+                               ring_entries .. 65536 */
   unsigned ring_flags;      /* WEFT_RING_* to try, default WEFT_RING_ALL */
   int64_t spin_ns;          /* how long an idle shard polls before it sleeps in
                                the kernel, default 20 us; 0 = sleep at once */
@@ -67,14 +69,16 @@ typedef struct weft_config {
                                <= spin_ns: a fixed window. An idle runtime still
                                sleeps after one window. */
   unsigned run_budget;      /* coroutines run per loop pass before I/O and the
-                               inbox are looked at again, default 64 */
+                               inbox are looked at again, default 64, >= 1 */
   bool handoff;             /* default true: a coroutine that waits or yields
                                switches straight to the next runnable coroutine
                                of its shard (the one the loop would run next),
                                one context switch instead of two; hand-overs
                                count against run_budget */
-  unsigned blocking_threads;/* most threads of the blocking pool, default 64, >= 1 */
-  int64_t blocking_idle_ns; /* an idle pool thread leaves after this, default 10 s */
+  unsigned blocking_threads;/* most threads of the blocking pool, default 64,
+                               1 .. 4096 */
+  int64_t blocking_idle_ns; /* an idle pool thread leaves after this, default 10 s,
+                               > 0 */
 
   /* Work stealing (see weft/task.h for what may move). An idle shard runs
    * stealing rounds: it probes `steal_probes` victims, the cursor advancing

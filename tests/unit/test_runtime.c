@@ -78,8 +78,8 @@ Test(runtime, invalid_configs_are_einval_and_run_nothing, .timeout = 20)
 {
   static const int bad_cpu[] = {9999};
   static const int neg_cpu[] = {-1};
-  weft_config cfgs[16];
-  const char *what[16];
+  weft_config cfgs[32];
+  const char *what[32];
   int n = 0;
 #define BAD(name, stmt)                                                                        \
   do {                                                                                         \
@@ -102,6 +102,14 @@ Test(runtime, invalid_configs_are_einval_and_run_nothing, .timeout = 20)
   BAD("spin_max_ns -1", c->spin_max_ns = -1);
   BAD("first unknown ring flag", c->ring_flags = WEFT_RING_ALL | (WEFT_RING_ALL + 1u));
   BAD("ring flag 1<<31", c->ring_flags = 1u << 31);
+  BAD("cq_entries below ring_entries", (c->ring_entries = 64, c->cq_entries = 32));
+  BAD("cq_entries 65537", c->cq_entries = 65537);
+  BAD("stack_size 16383", c->stack_size = 16383);
+  BAD("stack_size 1 GiB + 1", c->stack_size = ((size_t)1 << 30) + 1);
+  BAD("run_budget 0", c->run_budget = 0);
+  BAD("blocking_threads 0", c->blocking_threads = 0);
+  BAD("blocking_threads 4097", c->blocking_threads = 4097);
+  BAD("blocking_idle_ns 0", c->blocking_idle_ns = 0);
 #undef BAD
   for (int i = 0; i < n; i++) {
     void *ret = (void *)7;
