@@ -591,6 +591,16 @@ static void *join_dl_main(void *arg)
   void *v = (void *)3;
   CO_EQ(weft_join_dl(t, &v, weft_now() - 1), -ETIMEDOUT);
   CO_EQ(weft_join_dl(t, &v, 0), -ETIMEDOUT);
+  /* No memory for the deadline's timer (this shard has armed none yet: its
+   * heap is allocated now): -ENOMEM, the handle still ours. */
+  weft__fault_arm(WEFT__FAULT_MALLOC, 1);
+  CO_EQ(weft_join_dl(t, &v, weft_now() + WEFT_SEC), -ENOMEM);
+  CO_EQ(atomic_load(&weft__fault_countdown[WEFT__FAULT_MALLOC]), 0);
+  weft__fault_arm(WEFT__FAULT_MALLOC, 0);
+  /* A deadline scope bounds a join as a deadline does. */
+  int64_t saved = weft_deadline_push(weft_now() + 2 * WEFT_MSEC);
+  CO_EQ(weft_join(t, &v), -ETIMEDOUT);
+  weft_deadline_pop(saved);
   int64_t dl = weft_now() + 2 * WEFT_MSEC;
   CO_EQ(weft_join_dl(t, &v, dl), -ETIMEDOUT);
   CO_CHECK(weft_now() >= dl);
@@ -601,7 +611,7 @@ static void *join_dl_main(void *arg)
   return NULL;
 }
 
-Test(runtime, join_dl_times_out_and_keeps_handle, .timeout = 20)
+Test(runtime, join_dl_times_out_or_fails_and_keeps_handle, .timeout = 20)
 {
   weft_event *ev;
   cr_assert_eq(weft_event_create(&ev, 0), 0);
