@@ -243,11 +243,14 @@ Test(sync_prims, sem_counts_exactly, .timeout = 30)
   cr_assert(RT_POLL(queued(&w.s.q_) == 5));
   cr_assert_eq(weft_sem_destroy(&w.s), -EBUSY);
   cr_assert_eq(weft_sem_release(&w.s, 3), 0);
+  /* No barging past the queue: the permits went to three waiters, none of
+   * which may have run yet - a try right after the release finds none. */
+  cr_assert_eq(weft_sem_try_acquire(&w.s), -EAGAIN);
+  cr_assert_eq(weft_sem_value(&w.s), 0);
   cr_assert(RT_POLL(atomic_load(&w.got) == 3));
-  usleep(5000);
+  cr_assert_eq(queued(&w.s.q_), 2); /* the other two still wait */
   cr_assert_eq(atomic_load(&w.got), 3);
   cr_assert_eq(weft_sem_value(&w.s), 0);
-  cr_assert_eq(weft_sem_try_acquire(&w.s), -EAGAIN); /* no barging past the queue */
   cr_assert_eq(weft_sem_release(&w.s, 4), 0);
   cr_assert(RT_POLL(atomic_load(&w.got) == 5));
   cr_assert_eq(weft_sem_value(&w.s), 2);
