@@ -584,6 +584,46 @@ Test(msg, recv_deadline_and_cancel, .timeout = 30)
   rt_assert_no_leaks();
 }
 
+/* A message (or counter sum) already queued is returned even past the
+ * deadline or in a cancelled task: those end only a wait. */
+static void *drain_when_cancelled(void *arg)
+{
+  (void)arg;
+  /* Three direct messages, then a counter add, are delivered here. */
+  CO_CHECK(RT_POLL(shard_stats(1).msgs_received == 3));
+  weft_msg m = {0};
+  CO_EQ(weft_msg_recv(&m, weft_now() - 1), 0); /* deadline passed */
+  CO_EQ(m.val, 71);
+  CO_EQ(weft_cancel(weft_task_self()), 0);
+  CO_EQ(weft_msg_recv(&m, WEFT_NO_DEADLINE), 0);
+  CO_EQ(m.val, 72);
+  CO_EQ(weft_msg_try_recv(&m, 0), 0);
+  CO_EQ(m.val, 73);
+  CO_EQ(weft_counter_take(2, WEFT_NO_DEADLINE), 9);
+  /* Nothing left: now the cancel ends the waits. */
+  CO_EQ(weft_msg_recv(&m, WEFT_NO_DEADLINE), -ECANCELED);
+  CO_EQ(weft_counter_take(2, WEFT_NO_DEADLINE), -ECANCELED);
+  return NULL;
+}
+
+static void *drain_main(void *arg)
+{
+  (void)arg;
+  for (uint32_t v = 71; v <= 73; v++)
+    CO_EQ(weft_msg_send(1, 5, v), 0);
+  CO_EQ(weft_counter_add(1, 2, 9), 0);
+  CO_EQ(weft_msg_flush(), 0);
+  weft_task *t = spawn_on(1, drain_when_cancelled, NULL);
+  CO_EQ(weft_join(t, NULL), -ECANCELED);
+  return NULL;
+}
+
+Test(msg, queued_messages_are_received_past_the_deadline_and_when_cancelled, .timeout = 30)
+{
+  rt_run(2, drain_main, NULL);
+  rt_assert_clean();
+}
+
 /* ---- a lane that cannot be made ------------------------------------------------------- */
 
 static void *nomem_main(void *arg)
