@@ -377,6 +377,49 @@ Test(sync, cancel_waiter_is_ecanceled, .timeout = 45)
   rt_stop_idle(rt);
 }
 
+/* A call that does not have to wait succeeds in a cancelled task (sync.h):
+ * the cancel ends only waits - also past the deadline. */
+static void *no_wait_when_cancelled(void *arg)
+{
+  (void)arg;
+  weft_event *ev;
+  CO_EQ(weft_event_create(&ev, 0), 0); /* manual reset */
+  CO_EQ(weft_event_set(ev), 0);
+  weft_mutex m = WEFT_MUTEX_INIT;
+  weft_sem sem = WEFT_SEM_INIT(1);
+  weft_waitgroup wg = WEFT_WAITGROUP_INIT;
+  CO_EQ(weft_cancel(weft_task_self()), 0);
+  CO_EQ(weft_event_wait(ev), 0);
+  CO_EQ(weft_event_wait_dl(ev, weft_now() - 1), 0);
+  CO_EQ(weft_mutex_lock(&m), 0);
+  CO_EQ(weft_mutex_unlock(&m), 0);
+  CO_EQ(weft_mutex_lock_dl(&m, weft_now() - 1), 0);
+  CO_EQ(weft_mutex_unlock(&m), 0);
+  CO_EQ(weft_sem_acquire(&sem), 0);
+  CO_EQ(weft_waitgroup_wait(&wg), 0);
+  /* And what would have to wait is -ECANCELED. */
+  CO_EQ(weft_sem_acquire(&sem), -ECANCELED);
+  weft_event_reset(ev);
+  CO_EQ(weft_event_wait(ev), -ECANCELED);
+  weft_event_destroy(ev);
+  return NULL;
+}
+
+static void *no_wait_main(void *arg)
+{
+  (void)arg;
+  weft_task *t;
+  CO_EQ(rt_spawn(&t, WEFT_PLACE_PINNED, -1, no_wait_when_cancelled, NULL), 0);
+  CO_EQ(weft_join(t, NULL), -ECANCELED);
+  return NULL;
+}
+
+Test(sync, calls_that_need_not_wait_succeed_in_a_cancelled_task, .timeout = 20)
+{
+  rt_run(1, no_wait_main, NULL);
+  rt_assert_clean();
+}
+
 /* ---- a timeout racing a set ------------------------------------------------------------------
  * Each round the waiter publishes a deadline ~100 us ahead and waits on an
  * auto-reset event; the setter sets it at deadline + jitter (-50..+50 us).
