@@ -11,6 +11,7 @@
  */
 #include "net_test.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -120,16 +121,31 @@ static void on_sigusr1(int sig)
   (void)sig;
 }
 
+struct signalled_accept {
+  int lfd;
+  int64_t deadline;
+  _Atomic pid_t tid;
+  atomic_bool done, may_exit;
+  int result;
+};
+
 static void *accept_until_deadline(void *arg)
 {
-  struct racer *r = arg;
-  r->result = weft_accept_dl(r->lfd, NULL, NULL, 0, *r->deadline);
+  struct signalled_accept *a = arg;
+  atomic_store(&a->tid, rt_gettid());
+  a->result = weft_accept_dl(a->lfd, NULL, NULL, 0, a->deadline);
+  atomic_store(&a->done, true);
+  /* Alive until the check below: the thread's ring (and an accept left
+   * armed in it) goes away with the thread. */
+  while (!atomic_load(&a->may_exit))
+    usleep(1000);
   return NULL;
 }
 
 /* Signals (handled, no SA_RESTART) interrupt the thread's wait for its
  * ring, not the accept: the call still returns -ETIMEDOUT at its deadline,
- * and only after the kernel has let go of the accept. */
+ * and only after the kernel has let go of the accept - a connection that
+ * comes afterwards stays in the listener's queue. */
 Test(net_faults, plain_accept_with_deadline_survives_signals, .timeout = 30)
 {
   struct sigaction sa = {.sa_handler = on_sigusr1}, old;
@@ -137,17 +153,40 @@ Test(net_faults, plain_accept_with_deadline_survives_signals, .timeout = 30)
   cr_assert_eq(sigaction(SIGUSR1, &sa, &old), 0);
   int lfd = weft_tcp_listen("127.0.0.1", "0", 4);
   cr_assert_geq(lfd, 0);
-  int64_t deadline = weft_now() + 300 * WEFT_MSEC;
-  struct racer r = {.lfd = lfd, .deadline = &deadline, .result = 1};
+  struct signalled_accept a = {.lfd = lfd, .deadline = weft_now() + 300 * WEFT_MSEC, .result = 1};
   pthread_t th;
-  cr_assert_eq(pthread_create(&th, NULL, accept_until_deadline, &r), 0);
+  cr_assert_eq(pthread_create(&th, NULL, accept_until_deadline, &a), 0);
+  cr_assert(RT_POLL(atomic_load(&a.tid) != 0));
+  /* Each signal while the thread waits for its ring (io_uring_enter). */
+  int sent = 0;
   for (int i = 0; i < 5; i++) {
-    usleep(30000);
+    bool waiting = RT_POLL(atomic_load(&a.done) ||
+                           rt_thread_in_syscall(atomic_load(&a.tid), SYS_io_uring_enter));
+    if (!waiting || atomic_load(&a.done))
+      break;
     pthread_kill(th, SIGUSR1);
+    sent++;
+    usleep(20000);
   }
+  cr_assert(RT_POLL(atomic_load(&a.done)));
+  cr_expect_geq(sent, 1, "no signal came while the accept waited");
+  cr_expect_eq(a.result, -ETIMEDOUT);
+  cr_expect_geq(weft_now(), a.deadline);
+  /* Nothing accepts any more: a new connection waits in the queue. */
+  char port[8];
+  snprintf(port, sizeof(port), "%d", port_of(lfd));
+  int c = weft_tcp_connect("127.0.0.1", port);
+  cr_assert_geq(c, 0);
+  struct pollfd pf = {.fd = lfd, .events = POLLIN};
+  cr_expect_eq(poll(&pf, 1, 5000), 1, "the connection was taken by an accept left armed");
+  int fl = fcntl(lfd, F_GETFL);
+  cr_assert_eq(fcntl(lfd, F_SETFL, fl | O_NONBLOCK), 0);
+  int got = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+  cr_expect_geq(got, 0);
+  atomic_store(&a.may_exit, true);
   pthread_join(th, NULL);
-  cr_expect_eq(r.result, -ETIMEDOUT);
-  cr_expect_geq(weft_now(), deadline);
+  close(got);
+  close(c);
   close(lfd);
   sigaction(SIGUSR1, &old, NULL);
 }
