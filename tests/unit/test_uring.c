@@ -9,6 +9,7 @@
  * calls that refuse their arguments leaving nothing prepared to run.
  */
 #include "io_helpers.h"
+#include "rt_internal.h"
 
 #include "weft/uring.h"
 
@@ -797,27 +798,73 @@ Test(uring, multishot_end_in_an_expired_scope, .timeout = 10)
 
 /* ---- multishot ops pin their coroutine ------------------------------------------------------ */
 
-#define YIELDS 3000
+#define YIELDS 100
 
 struct stay {
   int p[2];
-  atomic_int moved;     /* the multishot task changed shard while active */
-  atomic_int busy_done;
-  atomic_bool stolen;   /* a yielder found itself on shard 1 */
+  atomic_int moved;         /* the multishot task changed shard while active */
+  atomic_int control_moves; /* the same loop without the op: its moves */
+  atomic_int started;       /* of the two, running on shard 0 */
+  atomic_bool go;           /* the burner and the ticker run */
+  atomic_bool stop_burning;
   int64_t give_up;
 };
 
-static void *busy_yielder(void *arg)
+/* Pinned to shard 0, it runs a millisecond at a time: whatever queues up
+ * behind it there is stuck, and an idle shard 1 takes it (the stuck rule).
+ * A task that yields on shard 0 is taken so - unless it may not move. */
+static void *burner(void *arg)
 {
   struct stay *st = arg;
-  /* At least YIELDS, and on until a steal happened (at most 5 s): on a
-   * loaded machine shard 1 may not get a CPU before YIELDS are done. */
-  for (int i = 0; i < YIELDS || (!atomic_load(&st->stolen) && weft_now() < st->give_up); i++) {
+  while (!atomic_load(&st->stop_burning)) {
+    int64_t until = weft_now() + WEFT_MSEC;
+    while (weft_now() < until)
+      ;
     weft_yield();
-    if (weft_shard_id() == 1)
-      atomic_store(&st->stolen, true);
   }
-  atomic_fetch_add(&st->busy_done, 1);
+  return NULL;
+}
+
+/* Pinned to shard 1: wakes it every 300 us, so that it runs stealing
+ * rounds (an idle shard is not woken for a short queue). */
+static void *ticker(void *arg)
+{
+  struct stay *st = arg;
+  while (!atomic_load(&st->stop_burning))
+    CO_EQ(weft_sleep(300 * WEFT_USEC), 0);
+  return NULL;
+}
+
+/* The multishot task and its control (the same loop without the op) go on
+ * for YIELDS yields, and on until the control has moved (5 s at most): the
+ * multishot task was then as exposed to stealing as a task that moved. */
+static bool control_done(struct stay *st)
+{
+  return atomic_load(&st->control_moves) >= 1 || weft_now() >= st->give_up;
+}
+
+/* Both start on shard 0 (shard 1 sleeps then, and no short queue wakes
+ * it), then wait there for the burner: from then on they are as exposed. */
+static void start_on_shard_0(struct stay *st)
+{
+  CO_EQ(weft_shard_id(), 0);
+  atomic_fetch_add(&st->started, 1);
+  while (!atomic_load(&st->go))
+    weft_yield();
+}
+
+static void *control_yielder(void *arg)
+{
+  struct stay *st = arg;
+  start_on_shard_0(st);
+  int at = 0;
+  for (int i = 0; i < YIELDS || !control_done(st); i++) {
+    weft_yield();
+    if (weft_shard_id() != at) {
+      at = weft_shard_id();
+      atomic_fetch_add(&st->control_moves, 1);
+    }
+  }
   return NULL;
 }
 
@@ -826,12 +873,13 @@ static void *ms_stayer(void *arg)
   struct stay *st = arg;
   weft_uring_multishot *ms;
   CO_EQ(poll_begin(&ms, st->p[0]), 0);
+  start_on_shard_0(st);
   int home = weft_shard_id();
-  for (int i = 0; i < YIELDS; i++) {
+  for (int i = 0; i < YIELDS || !control_done(st); i++) {
     weft_yield();
     if (weft_shard_id() != home)
       atomic_fetch_add(&st->moved, 1);
-    if (i % 500 == 0) { /* and its CQEs keep coming to it */
+    if (i % 20 == 0) { /* and its CQEs keep coming to it */
       char c;
       CO_EQ(write(st->p[1], "s", 1), 1);
       CO_EQ(weft_uring_multishot_next(ms, NULL, NULL, weft_now() + 5 * WEFT_SEC), 1);
@@ -849,21 +897,27 @@ static void *stay_main(void *arg)
   struct stay *st = arg;
   CO_EQ(io_pipe(st->p), 0);
   st->give_up = weft_now() + 5 * WEFT_SEC;
-  weft_stats s0 = io_stats();
+  CO_CHECK(rt_wait_parked(weft_runtime_current(), 1));
   weft_spawn_opts o;
   weft_spawn_opts_init(&o);
   o.placement = WEFT_PLACE_STEALABLE_PREFERRED;
   o.shard = 0;
-  weft_task *t[17];
-  for (int i = 0; i < 16; i++)
-    CO_EQ(weft_spawn(&t[i], &o, busy_yielder, st), 0);
-  CO_EQ(weft_spawn(&t[16], &o, ms_stayer, st), 0);
-  for (int i = 0; i < 17; i++)
-    CO_EQ(weft_join(t[i], NULL), 0);
-  weft_stats s1 = io_stats();
-  /* Stealing was going on (else the test shows nothing)... */
-  CO_CHECK(s1.steal_success > s0.steal_success);
-  /* ...and never took the task with the active op. */
+  weft_task *ms, *control;
+  CO_EQ(weft_spawn(&ms, &o, ms_stayer, st), 0);
+  CO_EQ(weft_spawn(&control, &o, control_yielder, st), 0);
+  CO_CHECK(RT_POLL(atomic_load(&st->started) == 2));
+  weft_task *b, *tick;
+  CO_EQ(io_spawn_on(&b, 0, burner, st), 0);
+  CO_EQ(io_spawn_on(&tick, 1, ticker, st), 0);
+  atomic_store(&st->go, true);
+  CO_EQ(weft_join(ms, NULL), 0);
+  CO_EQ(weft_join(control, NULL), 0);
+  atomic_store(&st->stop_burning, true);
+  CO_EQ(weft_join(b, NULL), 0);
+  CO_EQ(weft_join(tick, NULL), 0);
+  /* A task like it was stolen (else the test shows nothing)... */
+  CO_CHECK(atomic_load(&st->control_moves) >= 1);
+  /* ...but never the task with the active op. */
   CO_EQ(atomic_load(&st->moved), 0);
   io_close_pipe(st->p);
   return NULL;
