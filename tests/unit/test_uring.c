@@ -70,7 +70,7 @@ Test(uring, nop_through_the_extension_api, .timeout = 30)
  * the kernel would fill after the call returned -EINVAL - for every way of
  * getting the arguments wrong. */
 enum bad_call { BAD_COUNT_0, BAD_NULL_ARRAY, BAD_NULL_ELEMENT, BAD_TOO_FEW, BAD_TWICE,
-                BAD_FOREIGN, BAD_MULTISHOT_OUT, BAD_COUNT };
+                BAD_FOREIGN, BAD_MULTISHOT_OUT, BAD_MULTISHOT_FOREIGN, BAD_COUNT };
 
 static void *stray_main(void *arg)
 {
@@ -114,8 +114,13 @@ static void *stray_main(void *arg)
       sqe[1] = &foreign;
       r = weft_uring_wait(&sqe[1], 1, NULL, WEFT_NO_DEADLINE);
       break;
-    default: /* BAD_MULTISHOT_OUT */
+    case BAD_MULTISHOT_OUT:
       r = weft_uring_multishot_begin(NULL, sqe[0]);
+      break;
+    default: /* BAD_MULTISHOT_FOREIGN: *ms must stay as it was */
+      memset(&foreign, 0, sizeof(foreign));
+      io_uring_prep_nop(&foreign);
+      r = weft_uring_multishot_begin(&ms, &foreign);
       break;
     }
     CO_EQ(r, -EINVAL);
