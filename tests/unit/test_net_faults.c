@@ -317,12 +317,20 @@ NET_BOTH_SIDES(net_faults, bad_descriptors, bad_fds, .timeout = 30)
  * ask for -EAGAIN. Same on both paths. */
 struct nb_arg {
   int fd;
+  weft_runtime *rt; /* the reader's runtime, NULL: a plain thread */
+  pid_t tid;        /* the plain reader's thread */
 };
 
+/* Sends once the reader waits: in a coroutine, suspended; on a plain
+ * thread, asleep in poll(2). */
 static void *late_writer(void *arg)
 {
   struct nb_arg *a = arg;
-  usleep(50000);
+  bool waiting = a->rt ? RT_POLL(rt_dump_count(a->rt, " waiting") >= 1)
+                       : RT_POLL(rt_thread_in_syscall(a->tid, SYS_poll) ||
+                                 rt_thread_in_syscall(a->tid, SYS_ppoll));
+  if (!waiting)
+    rt_fail(__FILE__, __LINE__, "late_writer: the reader never waited");
   if (send(a->fd, "late", 4, MSG_NOSIGNAL) != 4)
     rt_fail(__FILE__, __LINE__, "late_writer: send failed");
   return NULL;
@@ -336,7 +344,8 @@ static void nonblock_sockets(void)
   char buf[8];
   CO_EQ(weft_recv(b, buf, sizeof(buf), MSG_DONTWAIT), -EAGAIN);
   CO_EQ(weft_recv_dl(b, buf, sizeof(buf), 0, weft_now() + 30 * WEFT_MSEC), -ETIMEDOUT);
-  struct nb_arg na = {.fd = a};
+  struct nb_arg na = {.fd = a, .rt = weft_task_self() ? weft_runtime_current() : NULL,
+                      .tid = rt_gettid()};
   pthread_t th;
   CO_EQ(pthread_create(&th, NULL, late_writer, &na), 0);
   CO_EQ(weft_recv(b, buf, sizeof(buf), 0), 4); /* waited, no -EAGAIN */
@@ -456,7 +465,7 @@ static void *cancel_body(void *arg)
   CO_EQ(tcp_pair(&a, &b), 0);
   weft_task *t;
   CO_EQ(io_spawn_on(&t, 1, blocked_recv, &b), 0);
-  weft_sleep(20 * WEFT_MSEC); /* likely blocked by now; -ECANCELED either way */
+  CO_CHECK(io_wait_suspended(1)); /* a cancelled task gets -ECANCELED anyway: end a wait */
   CO_EQ(weft_cancel(t), 0);
   void *ret = NULL;
   CO_EQ(weft_join(t, &ret), -ECANCELED);
@@ -471,7 +480,7 @@ static void *cancel_body(void *arg)
 
   int lfd = weft_tcp_listen("127.0.0.1", "0", 4);
   CO_EQ(io_spawn_on(&t, 1, blocked_accept, &lfd), 0);
-  weft_sleep(20 * WEFT_MSEC);
+  CO_CHECK(io_wait_suspended(1));
   CO_EQ(weft_cancel(t), 0);
   CO_EQ(weft_join(t, &ret), -ECANCELED);
   char ps[8];

@@ -236,7 +236,7 @@ static void *listener_api_body(void *arg)
 
   /* Cancellation ends the wait with -ECANCELED. */
   CO_EQ(io_spawn_on(&t, 0, cancelled_acceptor, &lfd), 0);
-  weft_sleep(20 * WEFT_MSEC); /* likely waiting by now; -ECANCELED either way */
+  CO_CHECK(io_wait_suspended(1)); /* a wait to end, not a call not yet made */
   CO_EQ(weft_cancel(t), 0);
   void *ret = NULL;
   CO_EQ(weft_join(t, &ret), -ECANCELED);
