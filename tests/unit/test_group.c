@@ -59,6 +59,7 @@ static void *wait_ok_main(void *arg)
   /* A group can be reused after a wait. */
   CO_EQ(group_spawn_on(g, 1, ok_member, &m), 0);
   CO_EQ(weft_group_wait(g), 0);
+  CO_EQ(atomic_load(&m.ran), 22);
   CO_EQ(weft_group_destroy(g), 0);
   return NULL;
 }

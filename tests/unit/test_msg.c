@@ -315,15 +315,33 @@ static void *hot_receiver(void *arg)
   weft_event *go = arg;
   CO_EQ(weft_event_wait(go), 0);
   weft_msg m[8];
-  /* Hot: the direct one and the batched ones, in their own order. */
+  /* Hot: the direct one and the batched ones, in their own order (the
+   * batch in append order; no order between the direct one and it). */
+  uint32_t hot[3] = {0};
   for (uint32_t i = 0; i < 3; i++) {
     CO_EQ(weft_msg_recv_hot(&m[0], in_ms(5000)), 0);
     CO_EQ(m[0].tag, 5);
+    hot[i] = m[0].val;
   }
   CO_EQ(weft_msg_try_recv(&m[0], WEFT_MSG_HOT), -EAGAIN);
   CO_EQ(weft_msg_recv_many(m, 8, 0, in_ms(5000)), 3);
-  for (int i = 0; i < 3; i++)
+  uint32_t normal[3];
+  for (int i = 0; i < 3; i++) {
     CO_EQ(m[i].tag, 1);
+    normal[i] = m[i].val;
+  }
+  const uint32_t *got[2] = {hot, normal};
+  for (int q = 0; q < 2; q++) {
+    uint32_t direct = q ? 100 : 500;
+    int d = got[q][0] == direct ? 0 : got[q][1] == direct ? 1 : got[q][2] == direct ? 2 : -1;
+    CO_CHECK(d >= 0);
+    uint32_t lane[2];
+    for (int i = 0, k = 0; i < 3; i++)
+      if (i != d && k < 2)
+        lane[k++] = got[q][i];
+    CO_EQ(lane[0], direct + 1);
+    CO_EQ(lane[1], direct + 2);
+  }
   CO_EQ(weft_msg_try_recv(&m[0], 0), -EAGAIN);
   /* After unmarking, tag 5 goes to the normal queue. */
   CO_EQ(weft_msg_hot_tag(NULL, 5, false), 0);

@@ -353,7 +353,7 @@ static void *unrung_counter_main(void *arg)
   weft_task *t = spawn_on(1, counter_taker, NULL);
   while (!atomic_load(&taker_waiting))
     weft_yield();
-  weft_sleep(20 * WEFT_MSEC); /* asleep in the take by now */
+  CO_CHECK(RT_POLL(rt_dump_count(NULL, " waiting") == 1)); /* asleep in the take */
   no_way_to_ring();
   if (no_eventfd)
     weft__fault_arm(WEFT__FAULT_WAKE_FD, 1);
@@ -419,7 +419,7 @@ static void *unrung_ack_main(void *arg)
   weft_msg m = {.tag = TAG, .val = 3};
   CO_EQ(weft_msg_send_many(1, &m, 1), 1);
   weft_task *f = spawn_on(0, flush_waiter, NULL);
-  weft_sleep(20 * WEFT_MSEC); /* the flusher waits for shard 1's ack */
+  CO_CHECK(RT_POLL(rt_dump_count(NULL, " waiting") == 1)); /* the flusher waits for the ack */
   atomic_store(&h.look, true);
   void *v;
   CO_EQ(weft_join(f, &v), 0);
@@ -506,7 +506,7 @@ static void *refused_then_no_sqe_main(void *arg)
   (void)arg;
   uint32_t vals[1] = {0};
   weft_task *t = spawn_on(1, recv_one, vals);
-  weft_sleep(20 * WEFT_MSEC);
+  CO_CHECK(RT_POLL(rt_dump_count(NULL, " waiting") == 1)); /* the receiver waits */
   weft__fault_arm(WEFT__FAULT_SEND, 1);
   CO_EQ(weft_msg_send(1, TAG, 42), 0);
   weft__fault_arm(WEFT__FAULT_SQ_FULL, 1); /* for the resend */

@@ -15,6 +15,8 @@ struct waiters {
   weft_event *ev;
   atomic_int arrived, released;
   int64_t deadline; /* for the waits, WEFT_NO_DEADLINE for none */
+  atomic_int nthreads;
+  _Atomic pid_t tids[4]; /* of the plain threads waiting */
 };
 
 static void *waiter(void *arg)
@@ -179,6 +181,8 @@ static void *set_event(void *arg)
 
 static void *plain_waiter(void *arg)
 {
+  struct waiters *w = arg;
+  atomic_store(&w->tids[atomic_fetch_add(&w->nthreads, 1)], rt_gettid());
   return waiter(arg);
 }
 
@@ -216,7 +220,8 @@ Test(sync, plain_threads_and_coroutines_wake_each_other, .timeout = 45)
   for (int i = 0; i < 3; i++)
     cr_assert_eq(pthread_create(&th[i], NULL, plain_waiter, &w), 0);
   cr_assert(RT_POLL(atomic_load(&w.arrived) == 3));
-  weft_sleep(2 * WEFT_MSEC); /* most likely in the futex by now */
+  for (int i = 0; i < 3; i++) /* each asleep in its futex: the set must wake it */
+    cr_assert(RT_WAIT_IN_SYSCALL(atomic_load(&w.tids[i]), SYS_futex));
   weft_task *t;
   cr_assert_eq(weft_runtime_submit(rt, NULL, set_event, w.ev, &t), 0);
   cr_assert_eq(weft_join(t, NULL), 0);
