@@ -382,6 +382,47 @@ Test(sync, cancel_waiter_is_ecanceled, .timeout = 45)
   rt_stop_idle(rt);
 }
 
+/* No memory for a deadline's timer (the shard's first timer allocates its
+ * heap): every _dl wait is -ENOMEM, with nothing taken - and a condition
+ * wait holds its mutex again, as on every return. */
+static void *timer_enomem_main(void *arg)
+{
+  (void)arg;
+  weft_event *ev;
+  CO_EQ(weft_event_create(&ev, 0), 0);
+  weft_mutex m = WEFT_MUTEX_INIT;
+  weft_cond c = WEFT_COND_INIT;
+  weft_sem sem = WEFT_SEM_INIT(0);
+  weft_waitgroup wg = WEFT_WAITGROUP_INIT;
+  CO_EQ(weft_waitgroup_add(&wg, 1), 0);
+  int64_t later = weft_now() + WEFT_SEC;
+#define NOMEM(call)                                                                             \
+  do {                                                                                          \
+    weft__fault_arm(WEFT__FAULT_MALLOC, 1);                                                    \
+    CO_EQ(call, -ENOMEM);                                                                      \
+    CO_EQ(atomic_load(&weft__fault_countdown[WEFT__FAULT_MALLOC]), 0);                         \
+    weft__fault_arm(WEFT__FAULT_MALLOC, 0);                                                    \
+  } while (0)
+  NOMEM(weft_event_wait_dl(ev, later));
+  NOMEM(weft_sem_acquire_dl(&sem, later));
+  NOMEM(weft_waitgroup_wait_dl(&wg, later));
+  CO_EQ(weft_mutex_lock(&m), 0);
+  NOMEM(weft_cond_wait_dl(&c, &m, later));
+  CO_EQ(weft_mutex_trylock(&m), -EBUSY); /* held again, by us */
+  CO_EQ(weft_mutex_unlock(&m), 0);
+#undef NOMEM
+  CO_EQ(weft_sem_value(&sem), 0);
+  CO_EQ(weft_waitgroup_done(&wg), 0);
+  weft_event_destroy(ev);
+  return NULL;
+}
+
+Test(sync, deadline_without_memory_for_its_timer_is_enomem, .timeout = 20)
+{
+  rt_run(1, timer_enomem_main, NULL);
+  rt_assert_clean();
+}
+
 /* A call that does not have to wait succeeds in a cancelled task (sync.h):
  * the cancel ends only waits - also past the deadline. */
 static void *no_wait_when_cancelled(void *arg)
