@@ -624,9 +624,30 @@ static void *drain_when_cancelled(void *arg)
   return NULL;
 }
 
+/* A ticketed send from a cancelled task is not made. */
+static void *cancelled_send_wait(void *arg)
+{
+  (void)arg;
+  CO_EQ(weft_cancel(weft_task_self()), 0);
+  CO_EQ(weft_msg_send_wait(1, 5, 99), -ECANCELED);
+  return NULL;
+}
+
+static void *try_recv_nothing(void *arg)
+{
+  (void)arg;
+  weft_msg m;
+  CO_EQ(weft_msg_try_recv(&m, 0), -EAGAIN);
+  return NULL;
+}
+
 static void *drain_main(void *arg)
 {
   (void)arg;
+  weft_task *c = spawn_on(0, cancelled_send_wait, NULL);
+  CO_EQ(weft_join(c, NULL), -ECANCELED);
+  CO_EQ(weft_msg_flush(), 0);
+  CO_EQ(rt_join_int(spawn_on(1, try_recv_nothing, NULL)), 0);
   for (uint32_t v = 71; v <= 73; v++)
     CO_EQ(weft_msg_send(1, 5, v), 0);
   CO_EQ(weft_counter_add(1, 2, 9), 0);
