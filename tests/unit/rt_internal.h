@@ -12,6 +12,18 @@
 
 #include <unistd.h>
 
+/* Waiters in a wait queue right now (under its lock: cancellers on any
+ * thread take waiters off it). */
+static inline int rt_waitq_len(weft__waitq *q)
+{
+  int n = 0;
+  weft__spin_lock(&q->lock);
+  for (weft__waiter *w = q->head; w; w = w->next)
+    n++;
+  weft__spin_unlock(&q->lock);
+  return n;
+}
+
 /* Waits until `shard` of rt sleeps in the kernel (the shard's own flag, set
  * before it enters io_uring_enter to wait), and a little longer; false if it
  * never does within about 10 s. */

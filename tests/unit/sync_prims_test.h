@@ -11,7 +11,7 @@
 #ifndef WEFT_TESTS_SYNC_PRIMS_TEST_H
 #define WEFT_TESTS_SYNC_PRIMS_TEST_H
 
-#include "rt_helpers.h"
+#include "rt_internal.h"
 
 #include "sync_impl.h"
 
@@ -20,13 +20,7 @@
 /* Waiters in an object's queue right now. */
 static inline int queued(struct weft_waitq_storage_ *s)
 {
-  weft__waitq *q = SYNC_VIEW(weft__waitq, s);
-  int n = 0;
-  weft__spin_lock(&q->lock);
-  for (weft__waiter *w = q->head; w; w = w->next)
-    n++;
-  weft__spin_unlock(&q->lock);
-  return n;
+  return rt_waitq_len(SYNC_VIEW(weft__waitq, s));
 }
 
 /* ---- running a crowd: coroutines on the shards plus plain threads ----------------- */

@@ -11,6 +11,7 @@
  * the same way, below the limit.
  */
 #include "msg_test.h"
+#include "rt_internal.h"
 
 #include "msg_internal.h"
 
@@ -298,13 +299,7 @@ static void *big_taker(void *arg)
 
 static int counter_takers_waiting(weft__shard *sh)
 {
-  weft__waitq *q = &sh->msg->counter_q[TAG_BIG];
-  int n = 0;
-  weft__spin_lock(&q->lock);
-  for (weft__waiter *w = q->head; w; w = w->next)
-    n++;
-  weft__spin_unlock(&q->lock);
-  return n;
+  return rt_waitq_len(&sh->msg->counter_q[TAG_BIG]);
 }
 
 /* A sum above INT64_MAX is taken in parts: the first taker gets INT64_MAX,
