@@ -113,14 +113,17 @@ static void *send_zc_main(void *arg)
   CO_EQ(getsockname(rx, (struct sockaddr *)&a, &alen), 0);
   CO_EQ(connect(tx, (struct sockaddr *)&a, sizeof(a)), 0);
   static char buf[16] = "hello";
+  void *unsupported = NULL;
   for (int i = 0; i < 20; i++) {
     struct io_uring_sqe *sqe = weft_uring_sqe();
     CO_CHECK(sqe != NULL);
     io_uring_prep_send_zc(sqe, tx, buf, 5, 0, 0);
     unsigned flags = 0;
     int r = weft_uring_wait(&sqe, 1, &flags, weft_now() + 5 * WEFT_SEC);
-    if (r == -EINVAL || r == -EOPNOTSUPP)
-      break; /* no zero-copy send on this kernel */
+    if (i == 0 && (r == -EINVAL || r == -EOPNOTSUPP)) {
+      unsupported = (void *)1; /* no zero-copy send on this kernel */
+      break;
+    }
     CO_EQ(r, 5);
     CO_CHECK(!(flags & IORING_CQE_F_NOTIF));
     char in[16];
@@ -128,11 +131,13 @@ static void *send_zc_main(void *arg)
   }
   close(rx);
   close(tx);
-  return NULL;
+  return unsupported;
 }
 
 Test(uring, zero_copy_send_waits_for_its_notification, .timeout = 30)
 {
-  rt_run(1, send_zc_main, NULL);
+  void *unsupported = rt_run(1, send_zc_main, NULL);
   rt_assert_clean();
+  if (unsupported)
+    cr_skip_test("this kernel has no zero-copy send");
 }
