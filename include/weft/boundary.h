@@ -94,11 +94,11 @@ WEFT_API int weft_boundary_call(weft_boundary *b, void *req, void **resp, unsign
 /* Server side, from a coroutine or a plain thread: takes the oldest queued
  * request (freeing a place in the queue), waiting for one until `deadline`
  * (a deadline already past just polls). Requests whose caller has given up
- * meanwhile are skipped. Returns 0 with *t set, or -ETIMEDOUT, -ECANCELED
- * (the calling coroutine was cancelled while waiting: a request already
- * queued is taken even by a cancelled coroutine, which must then answer
- * it), -EPIPE (closed: closing empties the queue), -ENOMEM (no deadline
- * timer), -EINVAL (b or t NULL). */
+ * meanwhile are skipped. Returns 0 with *t set, or (with *t NULL)
+ * -ETIMEDOUT, -ECANCELED (the calling coroutine was cancelled while
+ * waiting: a request already queued is taken even by a cancelled
+ * coroutine, which must then answer it), -EPIPE (closed: closing empties
+ * the queue), -ENOMEM (no deadline timer), -EINVAL (b or t NULL). */
 WEFT_API int weft_boundary_recv(weft_boundary *b, weft_boundary_ticket **t, int64_t deadline);
 
 /* The req of t's call. It is valid while the call is not over; once

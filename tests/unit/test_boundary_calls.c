@@ -100,6 +100,43 @@ Test(boundary, deadline_timer_without_memory_fails_the_call, .timeout = 30)
   rt_assert_no_leaks();
 }
 
+/* The same for a server: a recv that would wait with a deadline and has no
+ * memory for its timer is -ENOMEM, and takes nothing. */
+static void *recv_without_timer(void *arg)
+{
+  weft_boundary *b = arg;
+  if (weft__shard_self()->timers.cap != 0)
+    return IP(1); /* this shard armed a timer already: no allocation to fail */
+  weft_boundary_ticket *t = (weft_boundary_ticket *)IP(-1);
+  weft__fault_arm(WEFT__FAULT_MALLOC, 1);
+  int r = weft_boundary_recv(b, &t, weft_now() + 60 * WEFT_SEC);
+  weft__fault_arm(WEFT__FAULT_MALLOC, 0);
+  CO_EQ(r, -ENOMEM);
+  CO_CHECK(t == NULL); /* *t is NULL on every failure */
+  return NULL;
+}
+
+Test(boundary, recv_deadline_timer_without_memory_is_enomem, .timeout = 30)
+{
+  weft_runtime *rt = rt_start(2);
+  weft_boundary *b;
+  cr_assert_eq(weft_boundary_create(&b, 4), 0);
+  weft_spawn_opts o;
+  weft_spawn_opts_init(&o);
+  o.placement = WEFT_PLACE_PINNED;
+  o.shard = 1;
+  weft_task *st;
+  cr_assert_eq(weft_runtime_submit(rt, &o, recv_without_timer, b, &st), 0);
+  void *v = NULL;
+  cr_assert_eq(weft_join(st, &v), 0);
+  rt_assert_clean();
+  if (v)
+    cr_skip_test("shard 1 had armed a timer before the test could fail its allocation");
+  weft_boundary_destroy(b);
+  rt_stop_idle(rt);
+  rt_assert_no_leaks();
+}
+
 /* ---- external threads calling coroutine servers on two shards ---------------------- */
 
 #define EXT_THREADS 4
