@@ -497,6 +497,19 @@ static void *enomem_main(void *arg)
   /* The same spawn works once the mapping does. */
   CO_EQ(weft_spawn(&t, &o, ret_shard, NULL), 0);
   CO_EQ(rt_join_int(t), 0);
+  /* A group's spawn fails the same way, and the group does not grow
+   * (another size: the first stack of a size maps the region the next
+   * ones of that size are cut from). */
+  weft_group *g;
+  CO_EQ(weft_group_create(&g), 0);
+  o.stack_size = ODD_STACK + 4096;
+  weft__fault_arm(WEFT__FAULT_MMAP, 1);
+  r = weft_group_spawn(g, &o, ret_shard, NULL);
+  weft__fault_arm(WEFT__FAULT_MMAP, 0);
+  CO_EQ(r, -ENOMEM);
+  CO_EQ(weft_group_active(g), 0);
+  CO_EQ(weft_group_wait(g), 0);
+  CO_EQ(weft_group_destroy(g), 0);
   return NULL;
 }
 
@@ -505,6 +518,21 @@ Test(runtime, spawn_enomem_when_no_stack, .timeout = 20)
   /* One shard: no other thread may consume the armed fault. */
   rt_run(1, enomem_main, NULL);
   rt_assert_clean();
+  /* weft_runtime_submit from a plain thread too. */
+  weft_runtime *rt = rt_start(1);
+  weft_spawn_opts o;
+  weft_spawn_opts_init(&o);
+  o.stack_size = ODD_STACK + 2 * 4096; /* a size no stack was made for yet */
+  weft_task *t = (weft_task *)1;
+  weft__fault_arm(WEFT__FAULT_MMAP, 1);
+  int r = weft_runtime_submit(rt, &o, ret_shard, NULL, &t);
+  weft__fault_arm(WEFT__FAULT_MMAP, 0);
+  cr_assert_eq(r, -ENOMEM);
+  cr_assert_eq(t, (weft_task *)1, "*t written on failure");
+  weft_stats s;
+  cr_assert_eq(weft_stats_get(rt, -1, &s), 0);
+  cr_assert_eq(s.live, 0);
+  rt_stop_idle(rt);
 }
 
 /* ---- join, detach, cancel ---------------------------------------------------------- */
