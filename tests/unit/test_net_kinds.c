@@ -630,6 +630,12 @@ static void *no_socket_op_body(void *arg)
   atomic_store(&weft__net_refused, WEFT__NET_NO_SOCKET_OP);
   names_and_options();
   CO_EQ(weft_socket(12345, SOCK_STREAM, 0), -EAFNOSUPPORT);
+  weft_stats s0 = io_stats();
+  int fd = weft_socket(AF_INET, SOCK_STREAM, 0);
+  weft_stats s1 = io_stats();
+  CO_CHECK(fd >= 0);
+  close(fd);
+  CO_EQ(s1.ops_submitted, s0.ops_submitted); /* socket(2), no op */
   atomic_store(&weft__net_refused, 0);
   return NULL;
 }
