@@ -182,7 +182,10 @@ WEFT_API int weft_udp_bind(const char *host, const char *port);
  *
  * Connections are accepted as they come and queued in the listener (up to
  * 1024; then it stops accepting until the queue is drained, leaving the rest
- * in the kernel's backlog). Close it when done; a listener still open when
+ * in the kernel's backlog). The stop is made as accepted connections are
+ * seen, so what the kernel accepted in one burst before it - many
+ * connections arriving at once, up to the shard's completion queue - is
+ * queued as well. Close it when done; a listener still open when
  * every task has returned (at weft_run's end or in weft_runtime_stop) has
  * its accept cancelled, the connections it queued closed, and is freed. */
 typedef struct weft_listener weft_listener;
