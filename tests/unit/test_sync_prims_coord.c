@@ -382,7 +382,8 @@ static void once_fn(void *arg)
   struct oncetest *o = arg;
   atomic_fetch_add(&o->calls, 1);
   atomic_store(&o->deadlk, weft_once(&o->once, once_fn, o)); /* from inside fn */
-  weft_sleep(20 * WEFT_MSEC); /* the others arrive and wait */
+  /* Every other caller arrives and waits for fn to finish. */
+  CO_CHECK(RT_POLL(queued(&o->once.q_) == NONCE_CO + NONCE_TH - 1));
   atomic_store(&o->ran, 1);
 }
 
