@@ -101,4 +101,16 @@ static inline void join_caller(caller *c)
   cr_assert_eq(pthread_join(c->th, NULL), 0);
 }
 
+/* Submits fn(arg) to rt pinned to `shard`, from the test's thread. */
+static inline weft_task *submit_pinned(weft_runtime *rt, int shard, void *(*fn)(void *), void *arg)
+{
+  weft_spawn_opts o;
+  weft_spawn_opts_init(&o);
+  o.placement = WEFT_PLACE_PINNED;
+  o.shard = shard;
+  weft_task *t = NULL;
+  cr_assert_eq(weft_runtime_submit(rt, &o, fn, arg, &t), 0);
+  return t;
+}
+
 #endif

@@ -79,12 +79,7 @@ Test(boundary, deadline_timer_without_memory_fails_the_call, .timeout = 30)
   memset(&c, 0, sizeof(c));
   c.b = b;
   c.req = 3;
-  weft_spawn_opts o;
-  weft_spawn_opts_init(&o);
-  o.placement = WEFT_PLACE_PINNED;
-  o.shard = 1;
-  weft_task *ct;
-  cr_assert_eq(weft_runtime_submit(rt, &o, call_without_timer, &c, &ct), 0);
+  weft_task *ct = submit_pinned(rt, 1, call_without_timer, &c);
   void *v = NULL;
   cr_assert_eq(weft_join(ct, &v), 0);
   if (v)
@@ -121,12 +116,7 @@ Test(boundary, recv_deadline_timer_without_memory_is_enomem, .timeout = 30)
   weft_runtime *rt = rt_start(2);
   weft_boundary *b;
   cr_assert_eq(weft_boundary_create(&b, 4), 0);
-  weft_spawn_opts o;
-  weft_spawn_opts_init(&o);
-  o.placement = WEFT_PLACE_PINNED;
-  o.shard = 1;
-  weft_task *st;
-  cr_assert_eq(weft_runtime_submit(rt, &o, recv_without_timer, b, &st), 0);
+  weft_task *st = submit_pinned(rt, 1, recv_without_timer, b);
   void *v = NULL;
   cr_assert_eq(weft_join(st, &v), 0);
   rt_assert_clean();
