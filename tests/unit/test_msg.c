@@ -663,6 +663,147 @@ Test(msg, queued_messages_are_received_past_the_deadline_and_when_cancelled, .ti
   rt_assert_clean();
 }
 
+/* ---- a timeout racing an arrival --------------------------------------------------------
+ * Each round the receiver publishes a deadline ~100 us ahead and waits in
+ * weft_msg_recv; the sender (another shard) sends one message at the
+ * deadline + jitter (-50..+50 us) with weft_msg_send_wait, so that once it
+ * returns the message is posted. Whichever wins, the round's message is
+ * received exactly once: by the wait, or - it timed out - by the next
+ * receive, never lost and never twice. */
+
+#define MSG_RACE_ROUNDS 1000
+
+struct msg_race {
+  weft_event *go, *done;
+  _Atomic int64_t deadline;
+  int in_wait, after_timeout;
+};
+
+static void *msg_race_receiver(void *arg)
+{
+  struct msg_race *r = arg;
+  for (uint32_t i = 0; i < MSG_RACE_ROUNDS; i++) {
+    int64_t dl = weft_now() + 100 * WEFT_USEC;
+    atomic_store(&r->deadline, dl);
+    CO_EQ(weft_event_set(r->go), 0);
+    weft_msg m = {0};
+    int res = weft_msg_recv(&m, dl);
+    CO_CHECK(res == 0 || res == -ETIMEDOUT);
+    CO_EQ(weft_event_wait(r->done), 0); /* the send has been posted */
+    if (res == 0) {
+      CO_EQ(m.val, i);
+      r->in_wait++;
+    } else {
+      CO_EQ(weft_msg_try_recv(&m, 0), 0); /* kept for the next receive */
+      CO_EQ(m.val, i);
+      r->after_timeout++;
+    }
+    CO_EQ(weft_msg_try_recv(&m, 0), -EAGAIN); /* and only once */
+  }
+  return NULL;
+}
+
+static void *msg_race_sender(void *arg)
+{
+  struct msg_race *r = arg;
+  uint32_t rnd = 4321;
+  for (uint32_t i = 0; i < MSG_RACE_ROUNDS; i++) {
+    CO_EQ(weft_event_wait(r->go), 0);
+    rnd = rnd * 1103515245u + 12345u;
+    int64_t jitter = (int64_t)((rnd >> 8) % 101) * WEFT_USEC - 50 * WEFT_USEC;
+    int64_t at = atomic_load(&r->deadline) + jitter;
+    while (weft_now() < at)
+      ; /* land the send as close to the deadline as the clock allows */
+    CO_EQ(weft_msg_send_wait(1, 7, i), 0);
+    CO_EQ(weft_event_set(r->done), 0);
+  }
+  return NULL;
+}
+
+static void *msg_race_main(void *arg)
+{
+  struct msg_race *r = arg;
+  CO_EQ(weft_event_create(&r->go, WEFT_EVENT_AUTO_RESET), 0);
+  CO_EQ(weft_event_create(&r->done, WEFT_EVENT_AUTO_RESET), 0);
+  weft_task *rx = spawn_on(1, msg_race_receiver, r), *tx = spawn_on(0, msg_race_sender, r);
+  CO_EQ(weft_join(rx, NULL), 0);
+  CO_EQ(weft_join(tx, NULL), 0);
+  weft_event_destroy(r->go);
+  weft_event_destroy(r->done);
+  return NULL;
+}
+
+Test(msg, a_timeout_racing_an_arrival_loses_no_message, .timeout = 60)
+{
+  struct msg_race r = {0};
+  rt_run(2, msg_race_main, &r);
+  rt_assert_clean();
+  cr_assert_eq(r.in_wait + r.after_timeout, MSG_RACE_ROUNDS);
+  cr_log_info("%d received in the wait, %d after it timed out", r.in_wait, r.after_timeout);
+}
+
+/* A cancel from another shard just before or just after the arrival (one
+ * receiver per round: a cancel is for good): a receiver the cancel ended
+ * finds the message kept for it, one that got it finds nothing more. The
+ * window in which a hand-off meets a waiter claimed by a canceller but not
+ * yet unqueued is nanoseconds wide; these rounds do not reach into it. */
+#define MSG_CANCEL_ROUNDS 300
+
+struct msg_cancel_round {
+  uint32_t want;
+  atomic_bool sent;
+  int result; /* of the waiting receive */
+};
+
+static void *msg_cancel_receiver(void *arg)
+{
+  struct msg_cancel_round *c = arg;
+  weft_msg m = {0};
+  c->result = weft_msg_recv(&m, WEFT_NO_DEADLINE);
+  CO_CHECK(c->result == 0 || c->result == -ECANCELED);
+  if (c->result == -ECANCELED) {
+    while (!atomic_load(&c->sent))
+      ; /* a cancelled task cannot wait: the send is posted in microseconds */
+    CO_EQ(weft_msg_try_recv(&m, 0), 0); /* kept for it */
+  }
+  CO_EQ(m.val, c->want);
+  CO_EQ(weft_msg_try_recv(&m, 0), -EAGAIN); /* and only once */
+  return NULL;
+}
+
+static void *msg_cancel_race_main(void *arg)
+{
+  int *cancelled_first = arg;
+  uint32_t rnd = 777;
+  for (uint32_t i = 0; i < MSG_CANCEL_ROUNDS; i++) {
+    struct msg_cancel_round c = {.want = i};
+    weft_task *t = spawn_on(1, msg_cancel_receiver, &c);
+    CO_CHECK(RT_POLL(rt_dump_count(NULL, " waiting") == 1));
+    rnd = rnd * 1103515245u + 12345u;
+    bool cancel_first = rnd >> 31;
+    int64_t until = weft_now() + (int64_t)((rnd >> 8) % 20) * WEFT_USEC;
+    if (cancel_first)
+      CO_EQ(weft_cancel(t), 0);
+    while (weft_now() < until)
+      ;
+    CO_EQ(weft_msg_send_wait(1, 8, i), 0);
+    atomic_store(&c.sent, true);
+    if (!cancel_first)
+      weft_cancel(t); /* 0, or -ESRCH: it may have returned */
+    weft_join(t, NULL);
+    *cancelled_first += c.result == -ECANCELED;
+  }
+  return NULL;
+}
+
+Test(msg, a_cancel_just_before_or_after_an_arrival_loses_no_message, .timeout = 60)
+{
+  int cancelled = 0;
+  rt_run(2, msg_cancel_race_main, &cancelled);
+  rt_assert_clean();
+  cr_log_info("%d of %d receives ended by the cancel", cancelled, MSG_CANCEL_ROUNDS);
+}
+
 /* ---- a lane that cannot be made ------------------------------------------------------- */
 
 static void *nomem_main(void *arg)
