@@ -329,6 +329,9 @@ void weft__shard_push_remote(weft__shard *sh, weft_task *t, weft__shard *from);
  * task, to hold it there. */
 extern void (*weft__test_outside_pause)(void);
 extern void (*weft__test_cancel_pause)(void);
+/* Tests only: called (if set) by a canceller between claiming a task's
+ * waiter and taking it off its queue (weft__task_cancel_wait). */
+extern void (*weft__test_claim_pause)(void);
 /* True when sh has nothing to do but the running task: no runnable task,
  * inbox entry, completion, queued SQE or due timer (sh's thread). Work done
  * inline by the running task then delays nobody. */

@@ -195,6 +195,12 @@ void weft__task_cancel_wait(weft_task *t)
   weft__spin_unlock(&t->wait_lock);
   if (!mine)
     return;
+  /* Until the unqueue, w is claimed but still queued: whoever pops it
+   * meanwhile must pass it by (and keep what it brought). */
+  if (weft__test_claim_pause)
+    weft__test_claim_pause();
   unqueue(w);
   weft__waiter_complete(w, -ECANCELED);
 }
+
+void (*weft__test_claim_pause)(void);

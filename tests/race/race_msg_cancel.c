@@ -20,7 +20,9 @@
  * TSan sees the cancel and the hand-off touch the waiter from two threads.
  * (The window between the claim and the unqueue is some tens of ns: these
  * runs did not land a hand-off in it - one that dropped the message there
- * passed here too.) Exit 0 pass, 1 fail, 77 without io_uring.
+ * passed here too. The msg suite's a_message_for_a_waiter_its_canceller_
+ * claimed_is_kept holds a canceller in that window instead.) Exit 0 pass,
+ * 1 fail, 77 without io_uring.
  */
 #include "race_check.h"
 #include "race_rt.h"

@@ -571,3 +571,63 @@ Test(msg, eventfd_poll_without_an_sqe_is_armed_again_by_the_loop, .timeout = 60)
   rt_assert_clean();
   rt_stop_idle(rt);
 }
+
+/* ---- a message for a waiter its canceller has claimed ------------------------------------ */
+
+/* A plain thread cancels a receiver and is held (weft__test_claim_pause)
+ * after claiming its waiter and before taking it off the queue. A message
+ * that arrives then finds the claimed waiter first in the queue: it must
+ * pass it by and be kept, so that the cancelled receiver drains it. */
+static atomic_bool claim_held, claim_release;
+
+static void hold_after_claim(void)
+{
+  atomic_store(&claim_held, true);
+  while (!atomic_load(&claim_release))
+    sched_yield();
+}
+
+static void *claimed_receiver(void *arg)
+{
+  (void)arg;
+  weft_msg m = {0};
+  int r = weft_msg_recv(&m, WEFT_NO_DEADLINE);
+  CO_EQ(r, -ECANCELED);
+  CO_EQ(weft_msg_try_recv(&m, 0), 0); /* kept for it */
+  CO_EQ(m.val, 42);
+  return NULL;
+}
+
+static void *cancel_from_thread(void *arg)
+{
+  weft__test_claim_pause = hold_after_claim;
+  int r = weft_cancel(arg);
+  return (void *)(intptr_t)r;
+}
+
+static void *claimed_main(void *arg)
+{
+  (void)arg;
+  atomic_store(&claim_held, false);
+  atomic_store(&claim_release, false);
+  weft_task *t = spawn_on(1, claimed_receiver, NULL);
+  CO_CHECK(RT_POLL(rt_dump_count(NULL, " waiting") == 1));
+  pthread_t th;
+  CO_EQ(pthread_create(&th, NULL, cancel_from_thread, t), 0);
+  CO_CHECK(RT_POLL(atomic_load(&claim_held)));
+  CO_EQ(weft_msg_send_wait(1, TAG, 42), 0);
+  CO_CHECK(RT_POLL(shard_stats(1).msgs_received == 1)); /* shard 1 met the claimed waiter */
+  weft__test_claim_pause = NULL;
+  atomic_store(&claim_release, true);
+  void *c = NULL;
+  pthread_join(th, &c);
+  CO_EQ((intptr_t)c, 0);
+  CO_EQ(weft_join(t, NULL), -ECANCELED);
+  return NULL;
+}
+
+Test(msg, a_message_for_a_waiter_its_canceller_claimed_is_kept, .timeout = 30)
+{
+  cr_assert_null(rt_run(2, claimed_main, NULL));
+  rt_assert_clean();
+}
