@@ -253,11 +253,22 @@ Test(net, unix_stale_socket, .timeout = 30, .init = mk_tmpdir, .fini = rm_tmpdir
 /* A Unix-domain connect to a full backlog waits for room, bounded by its
  * deadline: -ETIMEDOUT, never -EAGAIN, on a plain thread as in a coroutine;
  * and it completes once the server accepts. */
+struct accept_later_arg {
+  int l;
+  weft_runtime *rt; /* the connector's runtime, NULL: a plain thread */
+  pid_t tid;        /* the plain connector's thread */
+};
+
+/* Accepts once the connect waits for room: suspended in its op, or asleep
+ * in connect(2) on a plain thread. */
 static void *accept_later(void *arg)
 {
-  int l = *(int *)arg;
-  io_busy(20 * WEFT_MSEC);
-  return (void *)(intptr_t)accept4(l, NULL, NULL, SOCK_CLOEXEC);
+  struct accept_later_arg *a = arg;
+  bool waiting = a->rt ? RT_POLL(rt_dump_count(a->rt, " waiting") >= 1)
+                       : RT_WAIT_IN_SYSCALL(a->tid, SYS_connect);
+  if (!waiting)
+    rt_fail(__FILE__, __LINE__, "accept_later: the connect never waited");
+  return (void *)(intptr_t)accept4(a->l, NULL, NULL, SOCK_CLOEXEC);
 }
 
 static void *full_backlog_body(void *arg)
@@ -280,7 +291,9 @@ static void *full_backlog_body(void *arg)
   close(c);
   /* Room comes (a thread accepts the first): the waiting connect completes. */
   pthread_t th;
-  CO_EQ(pthread_create(&th, NULL, accept_later, &l), 0);
+  struct accept_later_arg al = {.l = l, .rt = weft_task_self() ? weft_runtime_current() : NULL,
+                                .tid = rt_gettid()};
+  CO_EQ(pthread_create(&th, NULL, accept_later, &al), 0);
   c = weft_socket(AF_UNIX, SOCK_STREAM, 0);
   CO_EQ(weft_connect_dl(c, (struct sockaddr *)&sa, sizeof(sa), weft_now() + 10 * WEFT_SEC), 0);
   void *accepted;
