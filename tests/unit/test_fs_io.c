@@ -557,13 +557,14 @@ Test(fs, read_file_of_a_pipe_fed_in_chunks, .timeout = 60)
 
 typedef struct fifo_writer {
   const char *path;
-  int64_t delay;   /* before opening */
+  bool after_reader; /* open only once the reader waits in its open */
 } fifo_writer;
 
 static void *fifo_feed(void *arg)
 {
   fifo_writer *w = arg;
-  weft_sleep(w->delay);
+  if (w->after_reader)
+    CO_CHECK(RT_POLL(rt_dump_count(NULL, " waiting") == 1));
   int fd = weft_open(w->path, O_WRONLY | O_CLOEXEC, 0);
   CO_CHECK(fd >= 0);
   feeder fe = {.fd = fd, .chunks = 100, .chunk = 1000};
@@ -577,11 +578,11 @@ static void *fifo_body(void *arg)
   CO_EQ(mkfifo(fifo, 0600), 0);
   /* The writer opens first (no reader yet), then the reader first. */
   for (int order = 0; order < 2; order++) {
-    fifo_writer w = {.path = fifo, .delay = order ? 20 * WEFT_MSEC : 0};
+    fifo_writer w = {.path = fifo, .after_reader = order == 1};
     weft_task *t;
     CO_EQ(rt_spawn(&t, WEFT_PLACE_PINNED, -1, fifo_feed, &w), 0);
-    if (!order)
-      weft_sleep(20 * WEFT_MSEC);
+    if (!order) /* the writer waits in its open first */
+      CO_CHECK(RT_POLL(rt_dump_count(NULL, " waiting") == 1));
     char *data = NULL;
     size_t len = 0;
     CO_EQ(weft_read_file(fifo, &data, &len), 0);
