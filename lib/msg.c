@@ -488,7 +488,7 @@ static int64_t counter_take_now(weft__shard *sh, uint16_t tag)
      * for it (it was never zero for an adder), so a taker waiting meanwhile
      * is woken here - on sh's thread, as a doorbell would. */
     atomic_fetch_add_explicit(c, v - (uint64_t)INT64_MAX, memory_order_acq_rel);
-    weft__waitq_release(&sh->msg->counter_q[tag], 1, 0);
+    weft__msg_counter_rung(sh, tag);
     v = (uint64_t)INT64_MAX;
   }
   return (int64_t)v;

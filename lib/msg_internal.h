@@ -179,5 +179,7 @@ bool weft__lane_needs_bell(weft__lane *l);
 int weft__msg_direct(weft__shard *me, weft__shard *to, uint16_t tag, uint32_t val);
 /* Rings `to` from me's ring (submitted at once). */
 void weft__msg_bell(weft__shard *me, weft__shard *to, unsigned kind, unsigned payload);
+/* Counter `tag` of sh holds something for a taker: wakes one (sh's thread). */
+void weft__msg_counter_rung(weft__shard *sh, unsigned tag);
 
 #endif

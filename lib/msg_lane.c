@@ -260,8 +260,8 @@ size_t weft__msg_take(weft__shard *sh, weft__rq *q, weft_msg *out, size_t max)
   return n;
 }
 
-/* Counter `tag` of sh became non-zero: wake one taker. */
-static void counter_rung(weft__shard *sh, unsigned tag)
+/* Counter `tag` of sh holds something for a taker: wake one. */
+void weft__msg_counter_rung(weft__shard *sh, unsigned tag)
 {
   weft__waitq_release(&sh->msg->counter_q[tag], 1, 0);
 }
@@ -284,7 +284,7 @@ void weft__msg_catch_up(weft__shard *sh)
    * waiter off them. Rare, so a scan of every counter is fine. */
   for (unsigned tag = 0; tag < sh->rt->msg->ncounters; tag++)
     if (atomic_load_explicit(&sh->msg->counters[tag], memory_order_acquire))
-      counter_rung(sh, tag);
+      weft__msg_counter_rung(sh, tag);
   /* A flush's acknowledgement that could not be sent: flushers of this
    * shard look at their lanes again (and ask again if still needed). */
   weft__waitq_release(&sh->msg->flush_q, INT64_MAX, 0);
@@ -445,7 +445,7 @@ void weft__msg_cqe(weft__shard *sh, uint64_t ud, int res)
         lane_drain(sh, payload);
     } else if (kind == WEFT__BELL_COUNTER) {
       if (payload < rt->msg->ncounters)
-        counter_rung(sh, payload);
+        weft__msg_counter_rung(sh, payload);
     } else if (kind == WEFT__BELL_ACK) {
       weft__waitq_release(&sh->msg->flush_q, INT64_MAX, 0);
     }
