@@ -233,4 +233,29 @@ static inline int rt_dump_count(weft_runtime *rt, const char *needle)
   return r < 0 ? -1 : n;
 }
 
+/* Who will block, for a helper thread that must act only once it does: a
+ * coroutine of `rt` (suspended), or plain thread `tid` (asleep in one of
+ * the system calls the helper names). */
+typedef struct rt_blocker {
+  weft_runtime *rt; /* NULL: a plain thread */
+  pid_t tid;
+} rt_blocker;
+
+/* The caller, as an rt_blocker. */
+static inline rt_blocker rt_blocker_self(void)
+{
+  return (rt_blocker){.rt = weft_task_self() ? weft_runtime_current() : NULL,
+                      .tid = rt_gettid()};
+}
+
+/* Waits (about 10 s at most) until b blocks: a task of its runtime is
+ * suspended, or its thread sleeps in system call nr or nr2 (-1: none). */
+static inline bool rt_wait_blocked(rt_blocker b, long nr, long nr2)
+{
+  if (b.rt)
+    return RT_POLL(rt_dump_count(b.rt, " waiting") >= 1);
+  return RT_POLL(rt_thread_in_syscall(b.tid, nr) ||
+                 (nr2 >= 0 && rt_thread_in_syscall(b.tid, nr2)));
+}
+
 #endif

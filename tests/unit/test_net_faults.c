@@ -317,8 +317,7 @@ NET_BOTH_SIDES(net_faults, bad_descriptors, bad_fds, .timeout = 30)
  * ask for -EAGAIN. Same on both paths. */
 struct nb_arg {
   int fd;
-  weft_runtime *rt; /* the reader's runtime, NULL: a plain thread */
-  pid_t tid;        /* the plain reader's thread */
+  rt_blocker reader;
 };
 
 /* Sends once the reader waits: in a coroutine, suspended; on a plain
@@ -326,10 +325,7 @@ struct nb_arg {
 static void *late_writer(void *arg)
 {
   struct nb_arg *a = arg;
-  bool waiting = a->rt ? RT_POLL(rt_dump_count(a->rt, " waiting") >= 1)
-                       : RT_POLL(rt_thread_in_syscall(a->tid, SYS_poll) ||
-                                 rt_thread_in_syscall(a->tid, SYS_ppoll));
-  if (!waiting)
+  if (!rt_wait_blocked(a->reader, SYS_poll, SYS_ppoll))
     rt_fail(__FILE__, __LINE__, "late_writer: the reader never waited");
   if (send(a->fd, "late", 4, MSG_NOSIGNAL) != 4)
     rt_fail(__FILE__, __LINE__, "late_writer: send failed");
@@ -344,8 +340,7 @@ static void nonblock_sockets(void)
   char buf[8];
   CO_EQ(weft_recv(b, buf, sizeof(buf), MSG_DONTWAIT), -EAGAIN);
   CO_EQ(weft_recv_dl(b, buf, sizeof(buf), 0, weft_now() + 30 * WEFT_MSEC), -ETIMEDOUT);
-  struct nb_arg na = {.fd = a, .rt = weft_task_self() ? weft_runtime_current() : NULL,
-                      .tid = rt_gettid()};
+  struct nb_arg na = {.fd = a, .reader = rt_blocker_self()};
   pthread_t th;
   CO_EQ(pthread_create(&th, NULL, late_writer, &na), 0);
   CO_EQ(weft_recv(b, buf, sizeof(buf), 0), 4); /* waited, no -EAGAIN */

@@ -255,8 +255,7 @@ Test(net, unix_stale_socket, .timeout = 30, .init = mk_tmpdir, .fini = rm_tmpdir
  * and it completes once the server accepts. */
 struct accept_later_arg {
   int l;
-  weft_runtime *rt; /* the connector's runtime, NULL: a plain thread */
-  pid_t tid;        /* the plain connector's thread */
+  rt_blocker connector;
 };
 
 /* Accepts once the connect waits for room: suspended in its op, or asleep
@@ -264,9 +263,7 @@ struct accept_later_arg {
 static void *accept_later(void *arg)
 {
   struct accept_later_arg *a = arg;
-  bool waiting = a->rt ? RT_POLL(rt_dump_count(a->rt, " waiting") >= 1)
-                       : RT_WAIT_IN_SYSCALL(a->tid, SYS_connect);
-  if (!waiting)
+  if (!rt_wait_blocked(a->connector, SYS_connect, -1))
     rt_fail(__FILE__, __LINE__, "accept_later: the connect never waited");
   return (void *)(intptr_t)accept4(a->l, NULL, NULL, SOCK_CLOEXEC);
 }
@@ -291,8 +288,7 @@ static void *full_backlog_body(void *arg)
   close(c);
   /* Room comes (a thread accepts the first): the waiting connect completes. */
   pthread_t th;
-  struct accept_later_arg al = {.l = l, .rt = weft_task_self() ? weft_runtime_current() : NULL,
-                                .tid = rt_gettid()};
+  struct accept_later_arg al = {.l = l, .connector = rt_blocker_self()};
   CO_EQ(pthread_create(&th, NULL, accept_later, &al), 0);
   c = weft_socket(AF_UNIX, SOCK_STREAM, 0);
   CO_EQ(weft_connect_dl(c, (struct sockaddr *)&sa, sizeof(sa), weft_now() + 10 * WEFT_SEC), 0);
