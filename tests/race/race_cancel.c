@@ -160,19 +160,10 @@ static void run_round(weft_runtime *rt, struct round *rd, int round, int totals[
 
 int main(void)
 {
-  weft_config cfg;
-  weft_config_init(&cfg);
-  cfg.shards = 2;
   weft_runtime *rt;
-  int r = weft_runtime_start(&rt, &cfg);
-  if (r == -EPERM || r == -ENOSYS) {
-    printf("race_cancel: io_uring unavailable (%s), skipped\n", weft_strerror(r));
-    return 77;
-  }
-  if (r < 0) {
-    fprintf(stderr, "weft_runtime_start: %s\n", weft_strerror(r));
-    return 1;
-  }
+  int r = race_start(&rt, NULL, "race_cancel");
+  if (r)
+    return r;
   static struct round rd;
   int totals[3] = {0};
   for (int round = 0; round < ROUNDS; round++)

@@ -142,15 +142,10 @@ static void *driver(void *arg)
 
 int main(void)
 {
-  weft_config cfg;
-  weft_config_init(&cfg);
-  cfg.shards = 2;
   weft_runtime *rt;
-  int r = weft_runtime_start(&rt, &cfg);
-  if (r == -ENOSYS || r == -EPERM || r == -EOPNOTSUPP)
-    return 77;
-  if (r < 0)
-    return 1;
+  int r = race_start(&rt, NULL, "race_msg_cancel");
+  if (r)
+    return r;
   weft_task *d, *s;
   CHECK(race_submit_on(rt, WEFT_PLACE_PINNED, 1, driver, NULL, &d) == 0);
   CHECK(race_submit_on(rt, WEFT_PLACE_PINNED, 0, sender, NULL, &s) == 0);

@@ -183,19 +183,10 @@ static weft_task *submit(weft_runtime *rt, int placement, int shard, void *(*fn)
 
 int main(void)
 {
-  weft_config cfg;
-  weft_config_init(&cfg);
-  cfg.shards = 2;
   weft_runtime *rt;
-  int r = weft_runtime_start(&rt, &cfg);
-  if (r == -EPERM || r == -ENOSYS) {
-    fprintf(stderr, "race_mutex: io_uring unavailable, skipping\n");
-    return 77;
-  }
-  if (r < 0) {
-    fprintf(stderr, "race_mutex: start: %s\n", weft_strerror(r));
-    return 1;
-  }
+  int r = race_start(&rt, NULL, "race_mutex");
+  if (r)
+    return r;
   int64_t t0 = weft_now();
   weft_task *prod[P_CO], *cons[C_CO];
   pthread_t pth[P_TH], cth[C_TH];

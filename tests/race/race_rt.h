@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Runtime helpers shared by the race programs: submitting with a
- * placement, and a canceller that runs as a coroutine or a plain thread. */
+/* Runtime helpers shared by the race programs: starting a runtime (or
+ * skipping), submitting with a placement, and a canceller that runs as a
+ * coroutine or a plain thread. */
 #ifndef WEFT_TESTS_RACE_RT_H
 #define WEFT_TESTS_RACE_RT_H
 
@@ -9,6 +10,30 @@
 
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdio.h>
+
+/* Starts a runtime with cfg (NULL: 2 shards, the rest default) for program
+ * `name`: 0, or the exit status main should return - 77 without io_uring,
+ * 1 on another error - with a line saying why. */
+static inline int race_start(weft_runtime **rt, const weft_config *cfg, const char *name)
+{
+  weft_config two;
+  if (!cfg) {
+    weft_config_init(&two);
+    two.shards = 2;
+    cfg = &two;
+  }
+  int r = weft_runtime_start(rt, cfg);
+  if (r == -EPERM || r == -ENOSYS) {
+    printf("%s: io_uring unavailable (%s), skipped\n", name, weft_strerror(r));
+    return 77;
+  }
+  if (r < 0) {
+    fprintf(stderr, "%s: weft_runtime_start: %s\n", name, weft_strerror(r));
+    return 1;
+  }
+  return 0;
+}
 
 /* weft_runtime_submit() with a placement and a shard (-1: any). */
 static inline int race_submit_on(weft_runtime *rt, int placement, int shard,

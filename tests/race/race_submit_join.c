@@ -15,6 +15,7 @@
  * Exit 0 when every result matches, 1 otherwise, 77 without io_uring.
  */
 #include "race_check.h"
+#include "race_rt.h"
 #include "weft.h"
 
 #include <errno.h>
@@ -229,19 +230,10 @@ static void *submitter_main(void *arg)
 
 int main(void)
 {
-  weft_config cfg;
-  weft_config_init(&cfg);
-  cfg.shards = 2;
   weft_runtime *rt;
-  int r = weft_runtime_start(&rt, &cfg);
-  if (r == -EPERM || r == -ENOSYS) {
-    printf("race_submit_join: io_uring unavailable (%s), skipped\n", weft_strerror(r));
-    return 77;
-  }
-  if (r < 0) {
-    fprintf(stderr, "weft_runtime_start: %s\n", weft_strerror(r));
-    return 1;
-  }
+  int r = race_start(&rt, NULL, "race_submit_join");
+  if (r)
+    return r;
   weft_event *never;
   if (weft_event_create(&never, 0) < 0)
     return 1;
