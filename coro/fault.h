@@ -26,6 +26,7 @@ enum weft__fault_site {
   WEFT__FAULT_SEND,      /* a shard's msg_ring SQEs (wake-ups, messages, doorbells,
                             flush markers): refused by the kernel in their CQE */
   WEFT__FAULT_SQ_FULL,   /* a shard's SQ still full after a submit (no SQE) */
+  WEFT__FAULT_BACKLOG,   /* growing a shard's backlog of messages waiting for SQEs */
   WEFT__FAULT_NSITES
 };
 

@@ -333,7 +333,9 @@ static bool backlog_push(weft__msg_shard *ms, uint64_t e)
   if (n == old) {
     /* Powers of two: the indices wrap round with the counters. */
     uint32_t cap = old ? old * 2 : 16;
-    uint64_t *v = cap > old ? weft__malloc_plain((size_t)cap * sizeof(*v)) : NULL;
+    if (cap <= old || weft__fault_hit(WEFT__FAULT_BACKLOG))
+      return false;
+    uint64_t *v = weft__malloc_plain((size_t)cap * sizeof(*v));
     if (!v)
       return false;
     for (uint32_t i = 0; i < n; i++)
@@ -426,6 +428,27 @@ void weft__msg_bell(weft__shard *me, weft__shard *to, unsigned kind, unsigned pa
   }
 }
 
+/* A direct message the kernel refused, sent again. Its sender was told it
+ * went, so it must not be dropped: queued behind the ones sent meanwhile,
+ * or, with no SQE and no memory to queue it, posted at once (which needs
+ * none of ours); failing that too, the process ends rather than lose it,
+ * as deliver() does (msg.h says so). */
+static void resend_direct(weft__shard *sh, weft__shard *to, uint16_t tag, uint32_t val)
+{
+  if (weft__msg_direct(sh, to, tag, val) == 0) {
+    sh->msg->refused[to->id]++; /* a flush under way needs another marker */
+    return;
+  }
+  /* Posted when this returns: a flush under way needs no marker for it. */
+  int r = weft__ring_post_msg(to->ring_fd, ud_msg((unsigned)sh->id, tag), val);
+  if (r == 0)
+    return;
+  fprintf(stderr, "weft: a direct message to shard %d, refused by the kernel, could be neither "
+                  "queued again (out of memory) nor posted (%s)\n",
+          to->id, weft_strerror(r));
+  abort();
+}
+
 /* ---- completions ------------------------------------------------------------------ */
 
 void weft__msg_cqe(weft__shard *sh, uint64_t ud, int res)
@@ -456,9 +479,8 @@ void weft__msg_cqe(weft__shard *sh, uint64_t ud, int res)
      * the target is going away with the runtime. */
     weft__count(&sh->stats.msg_failed, 1);
     weft__shard *to = &rt->shards[(ud >> 3) & 0xff];
-    if (!give_up_resend(sh, res) &&
-        weft__msg_direct(sh, to, (uint16_t)(ud >> 11), (uint32_t)(ud >> 27)) == 0)
-      sh->msg->refused[to->id]++; /* a flush under way needs another marker */
+    if (!give_up_resend(sh, res))
+      resend_direct(sh, to, (uint16_t)(ud >> 11), (uint32_t)(ud >> 27));
     return;
   }
   case WEFT__UD_BELL_FAILED: {

@@ -29,7 +29,9 @@
  * exception: a direct message from a coroutine that the kernel refuses to
  * post (it has no memory for it; counted in weft_stats.msg_failed) is sent
  * again when the refusal is reaped, so it arrives after the messages sent
- * meanwhile. It is never lost (short of memory to hold it again).
+ * meanwhile. It is never lost: with no SQE and no memory to queue it again,
+ * it is posted at once, and were the kernel to refuse that too, the process
+ * aborts with a message rather than lose it.
  *
  * Receiving: each shard has two receive queues, the normal one
  * (weft_msg_recv) and the hot one (weft_msg_recv_hot) for the tags marked
@@ -101,7 +103,9 @@ typedef struct weft_msg {
  * Returns 0 once the message is queued for submission (a coroutine) or
  * posted (a plain thread cannot use this call: -EINVAL; see _rt); -EAGAIN,
  * sending nothing, while the target's receive queue for `tag` is full (see
- * "Receiving" above): try again once its receivers have made room. */
+ * "Receiving" above): try again once its receivers have made room; -ENOMEM,
+ * sending nothing, when the shard's SQ is full and its backlog (see "When
+ * sends happen" below) has no memory to grow. */
 WEFT_API int weft_msg_send(int shard, uint16_t tag, uint32_t val);
 
 /* The same for `shard` of `rt` (NULL = the calling coroutine's runtime),

@@ -14,6 +14,8 @@
 
 #include "msg_internal.h"
 
+#include <signal.h>
+
 #define TAG 9
 #define N_LANE 10
 
@@ -521,6 +523,83 @@ static void *refused_then_no_sqe_main(void *arg)
 Test(msg, refused_direct_message_without_an_sqe_is_not_lost, .timeout = 60)
 {
   cr_assert_null(rt_run(2, refused_then_no_sqe_main, NULL));
+  rt_assert_clean();
+}
+
+/* The same, and the backlog has no memory to hold it: it is posted at once
+ * (before, it was dropped, and the receiver waited out its 10 s). */
+static void *refused_no_sqe_no_memory_main(void *arg)
+{
+  (void)arg;
+  uint32_t vals[1] = {0};
+  weft_task *t = spawn_on(1, recv_one, vals);
+  CO_CHECK(RT_POLL(rt_dump_count(NULL, " waiting") == 1)); /* the receiver waits */
+  weft__fault_arm(WEFT__FAULT_SEND, 1);
+  CO_EQ(weft_msg_send(1, TAG, 42), 0);
+  weft__fault_arm(WEFT__FAULT_SQ_FULL, 1); /* for the resend */
+  weft__fault_arm(WEFT__FAULT_BACKLOG, 1); /* and for the backlog it would wait in */
+  CO_EQ(weft_join(t, NULL), 0);
+  CO_EQ(vals[0], 42);
+  CO_EQ(atomic_load(&weft__fault_countdown[WEFT__FAULT_SQ_FULL]), 0);
+  CO_EQ(atomic_load(&weft__fault_countdown[WEFT__FAULT_BACKLOG]), 0);
+  CO_EQ(shard_stats(0).msg_failed, 1);
+  return NULL;
+}
+
+Test(msg, refused_direct_message_without_an_sqe_or_memory_is_posted_at_once, .timeout = 60)
+{
+  cr_assert_null(rt_run(2, refused_no_sqe_no_memory_main, NULL));
+  rt_assert_clean();
+}
+
+/* And with the kernel refusing that post as well, the process aborts
+ * rather than lose the message (msg.h). */
+static void *refused_everywhere_main(void *arg)
+{
+  (void)arg;
+  uint32_t vals[1] = {0};
+  weft_task *t = spawn_on(1, recv_one, vals);
+  CO_CHECK(RT_POLL(rt_dump_count(NULL, " waiting") == 1));
+  weft__fault_arm(WEFT__FAULT_SEND, 1);
+  CO_EQ(weft_msg_send(1, TAG, 42), 0);
+  weft__fault_arm(WEFT__FAULT_SQ_FULL, 1);
+  weft__fault_arm(WEFT__FAULT_BACKLOG, 1);
+  weft__fault_arm(WEFT__FAULT_POST, 1);
+  weft_join(t, NULL); /* not reached: the resend aborts first */
+  return NULL;
+}
+
+Test(msg, refused_direct_message_that_cannot_be_sent_again_aborts, .signal = SIGABRT,
+     .timeout = 60)
+{
+  rt_run(2, refused_everywhere_main, NULL);
+}
+
+/* A direct message that finds no SQE and no memory to wait in the backlog
+ * is not sent: -ENOMEM, and the next ones go as usual. */
+static void *no_backlog_memory_main(void *arg)
+{
+  (void)arg;
+  uint32_t vals[2] = {0, 0};
+  weft_task *t = spawn_on(1, recv_two, vals);
+  weft__fault_arm(WEFT__FAULT_SQ_FULL, 1);
+  weft__fault_arm(WEFT__FAULT_BACKLOG, 1);
+  CO_EQ(weft_msg_send(1, TAG, 41), -ENOMEM);
+  CO_EQ(atomic_load(&weft__fault_countdown[WEFT__FAULT_SQ_FULL]), 0);
+  CO_EQ(atomic_load(&weft__fault_countdown[WEFT__FAULT_BACKLOG]), 0);
+  CO_EQ(weft_msg_send(1, TAG, 42), 0);
+  CO_EQ(weft_msg_send_wait(1, TAG, 43), 0); /* posted behind 42 */
+  CO_EQ(weft_msg_flush(), 0);
+  CO_EQ(weft_join(t, NULL), 0);
+  CO_EQ(vals[0], 42); /* not 41: it was never sent */
+  CO_EQ(vals[1], 43);
+  CO_EQ(shard_stats(0).msgs_sent, 2);
+  return NULL;
+}
+
+Test(msg, direct_message_without_an_sqe_or_backlog_memory_is_enomem, .timeout = 60)
+{
+  cr_assert_null(rt_run(2, no_backlog_memory_main, NULL));
   rt_assert_clean();
 }
 
