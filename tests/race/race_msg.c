@@ -14,10 +14,10 @@
  * Every message carries its sender's sequence number; receivers check exact
  * per-(sender, tag) sequences and counts, and the counter sums exactly.
  *
- * Exit 0 when everything matches, 1 otherwise, 77 without io_uring.
+ * Exit 0 when everything matches, 1 otherwise, 77 without io_uring or
+ * msg_ring.
  */
-#include "race_check.h"
-#include "weft.h"
+#include "race_rt.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -185,13 +185,9 @@ int main(void)
   weft_config_init(&c);
   c.shards = 2;
   c.msg_lane_capacity = 256;
-  int r = weft_runtime_start(&rt, &c);
-  if (r == -EPERM || r == -ENOSYS)
-    return 77;
-  if (r < 0) {
-    fprintf(stderr, "weft_runtime_start: %s\n", weft_strerror(r));
-    return 1;
-  }
+  int r = race_start(&rt, &c, "race_msg");
+  if (r || (r = race_need_msg(rt, "race_msg")))
+    return r;
   CHECK(weft_msg_hot_tag(rt, 2, true) == 0);
   CHECK(weft_msg_hot_tag(rt, 4, true) == 0);
   weft_spawn_opts o;

@@ -22,7 +22,7 @@
  * runs did not land a hand-off in it - one that dropped the message there
  * passed here too. The msg suite's a_message_for_a_waiter_its_canceller_
  * claimed_is_kept holds a canceller in that window instead.) Exit 0 pass,
- * 1 fail, 77 without io_uring.
+ * 1 fail, 77 without io_uring or msg_ring.
  */
 #include "race_check.h"
 #include "race_rt.h"
@@ -144,7 +144,7 @@ int main(void)
 {
   weft_runtime *rt;
   int r = race_start(&rt, NULL, "race_msg_cancel");
-  if (r)
+  if (r || (r = race_need_msg(rt, "race_msg_cancel")))
     return r;
   weft_task *d, *s;
   CHECK(race_submit_on(rt, WEFT_PLACE_PINNED, 1, driver, NULL, &d) == 0);

@@ -35,6 +35,25 @@ static inline int race_start(weft_runtime **rt, const weft_config *cfg, const ch
   return 0;
 }
 
+/* For a program about messages, after race_start: 0 when rt's messages
+ * work, else rt is stopped and the exit status main should return - 77
+ * when the kernel has no msg_ring (weft's messages are -EOPNOTSUPP then), 1
+ * on another error - with a line saying why. A plain thread's flush is the
+ * probe: with nothing sent it returns at once. */
+static inline int race_need_msg(weft_runtime *rt, const char *name)
+{
+  int r = weft_msg_flush_rt(rt, -1);
+  if (r == 0)
+    return 0;
+  weft_runtime_stop(rt);
+  if (r == -EOPNOTSUPP) {
+    printf("%s: the kernel has no msg_ring (%s), skipped\n", name, weft_strerror(r));
+    return 77;
+  }
+  fprintf(stderr, "%s: weft_msg_flush_rt: %s\n", name, weft_strerror(r));
+  return 1;
+}
+
 /* weft_runtime_submit() with a placement and a shard (-1: any). */
 static inline int race_submit_on(weft_runtime *rt, int placement, int shard,
                                  void *(*fn)(void *), void *arg, weft_task **t)
