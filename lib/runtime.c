@@ -292,6 +292,10 @@ int weft_runtime_stop(weft_runtime *rt)
    * system meanwhile go in address order at the end, a run of neighbouring
    * slots per madvise, rather than as each shard happens to free them. */
   weft__stack_defer_releases();
+  /* cancel_all's heavy fence also puts the `stopping` store before the
+   * finish counts read below: a task that ends meanwhile either is seen
+   * to have finished or sees `stopping` and wakes us (complete(), task.c,
+   * has the other half). */
   for (int i = 0; i < rt->nshards; i++)
     cancel_all(&rt->shards[i]);
   /* Wait for the cancelled tasks to return: asleep until the finish count

@@ -235,6 +235,13 @@ static void complete(weft__shard *sh, weft_task *t)
     weft__group_member_done(t); /* drops the group's reference */
 
   weft__task_release(t);
+  /* Dekker with weft_runtime_stop(): we count the finish, then read
+   * `stopping`; it stores `stopping`, then reads the finish counts, with
+   * the heavy fence of cancel_all() in between. Without this half, both
+   * could read the old values (the C11 model allows it; the locked
+   * instructions above only happen to forbid it on x86), and the stop
+   * would sleep out its 10 ms timeout before seeing this task end. */
+  weft__fence_light();
   if (atomic_load_explicit(&rt->stopping, memory_order_acquire)) {
     /* weft_runtime_stop() is waiting for the last task: it is woken when
      * the count reaches the one it expects for the last (a system call per
