@@ -417,8 +417,13 @@ int weft_boundary_call(weft_boundary *b, void *req, void **resp, unsigned flags,
     weft__waiter_init(&t->w); /* before a server can see it */
     atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
     r = enqueue(b, t, flags, deadline);
-    if (r == 0)
+    if (r == 0) {
+      /* A server may take the request from here on, before our wait
+       * arms its deadline timer - which can still fail (-ENOMEM). */
+      if (weft__test_call_queued_pause)
+        weft__test_call_queued_pause();
       return await_outcome(b, t, deadline, resp);
+    }
     ticket_unref(t); /* never seen by anyone: both references are ours */
     ticket_unref(t);
   }
@@ -540,6 +545,8 @@ int weft_boundary_fail(weft_boundary_ticket *t, int err)
   t->err = err;
   return finish(t, T_FAILED);
 }
+
+void (*weft__test_call_queued_pause)(void);
 
 int weft_boundary_stats_get(const weft_boundary *cb, struct weft_boundary_stats *s)
 {

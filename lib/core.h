@@ -332,6 +332,9 @@ extern void (*weft__test_cancel_pause)(void);
 /* Tests only: called (if set) by a canceller between claiming a task's
  * waiter and taking it off its queue (weft__task_cancel_wait). */
 extern void (*weft__test_claim_pause)(void);
+/* Tests only: called (if set) by a boundary caller between queuing its
+ * request and waiting for the outcome (weft_boundary_call). */
+extern void (*weft__test_call_queued_pause)(void);
 /* True when sh has nothing to do but the running task: no runnable task,
  * inbox entry, completion, queued SQE or due timer (sh's thread). Work done
  * inline by the running task then delays nobody. */

@@ -9,6 +9,8 @@
  */
 #include "boundary_test.h"
 
+#include <sched.h>
+
 /* ---- arguments and allocation failures ---------------------------------------------- */
 
 Test(boundary, bad_arguments_and_no_memory, .timeout = 30)
@@ -122,6 +124,77 @@ Test(boundary, recv_deadline_timer_without_memory_is_enomem, .timeout = 30)
   rt_assert_clean();
   if (v)
     cr_skip_test("shard 1 had armed a timer before the test could fail its allocation");
+  weft_boundary_destroy(b);
+  rt_stop_idle(rt);
+  rt_assert_no_leaks();
+}
+
+/* A server holds the request when the caller's deadline timer cannot be
+ * armed: the call ends -ENOMEM all the same, and the server's respond() is
+ * told -ECANCELED (boundary.h) and keeps its response. A server can take
+ * the request only between the caller's enqueue and its timer's arming,
+ * with no suspension in between, so a test hook
+ * (weft__test_call_queued_pause) holds the caller there until the server
+ * has it, and only then arms the fault: the next allocation is the timer
+ * heap's. */
+static weft_boundary *queued_b;
+
+static void wait_until_served(void)
+{
+  while (GAUGE(queued_b, serving) != 1)
+    sched_yield();
+  weft__fault_arm(WEFT__FAULT_MALLOC, 1);
+}
+
+static void *call_served_without_timer(void *arg)
+{
+  caller *c = arg;
+  if (weft__shard_self()->timers.cap != 0) {
+    weft_boundary_close(c->b); /* ends the server's wait: -EPIPE */
+    return IP(1); /* this shard armed a timer already: no allocation to fail */
+  }
+  queued_b = c->b;
+  weft__test_call_queued_pause = wait_until_served;
+  c->resp = IP(-1);
+  c->result = weft_boundary_call(c->b, IP(c->req), &c->resp, 0, weft_now() + 60 * WEFT_SEC);
+  weft__test_call_queued_pause = NULL;
+  CO_EQ(atomic_load(&weft__fault_countdown[WEFT__FAULT_MALLOC]), 0); /* the heap's failed */
+  weft__fault_arm(WEFT__FAULT_MALLOC, 0);
+  return NULL;
+}
+
+Test(boundary, respond_after_a_call_ended_without_timer_memory_is_ecanceled, .timeout = 30)
+{
+  weft_runtime *rt = rt_start(2);
+  weft_boundary *b;
+  cr_assert_eq(weft_boundary_create(&b, 4), 0);
+  caller c;
+  memset(&c, 0, sizeof(c));
+  c.b = b;
+  c.req = 5;
+  weft_task *ct = submit_pinned(rt, 1, call_served_without_timer, &c);
+  /* This thread is the server: it takes the request the caller is held
+   * after queuing. */
+  weft_boundary_ticket *t = NULL;
+  int r = weft_boundary_recv(b, &t, WEFT_NO_DEADLINE);
+  void *v = NULL;
+  cr_assert_eq(weft_join(ct, &v), 0);
+  if (v)
+    cr_skip_test("shard 1 had armed a timer before the test could fail its allocation");
+  rt_assert_clean();
+  cr_assert_eq(r, 0);
+  cr_assert_eq(PI(weft_boundary_request(t)), 5);
+  cr_assert_eq(c.result, -ENOMEM);
+  cr_assert_null(c.resp);
+  cr_assert(!weft_boundary_waiting(t));
+  assert_counts(b, 1, 0, 0, 0, 0, 0, 1);
+  cr_assert_eq(GAUGE(b, serving), 0);
+  int *resp = malloc(sizeof(*resp));
+  cr_assert_eq(weft_boundary_respond(t, resp), -ECANCELED);
+  t = NULL; /* consumed: the leak check below must not find it through us */
+  free(resp); /* still ours: ASan would report a leak or a double free */
+  cr_assert_eq(bstats(b).late, 1);
+  assert_counts(b, 1, 0, 0, 0, 0, 0, 1);
   weft_boundary_destroy(b);
   rt_stop_idle(rt);
   rt_assert_no_leaks();
