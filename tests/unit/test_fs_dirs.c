@@ -2,9 +2,12 @@
 /*
  * Suite "fs", part 2 - paths and directories: mkdir and mkdir -p (also
  * racing creators), rename flags, links, readlink, realpath and chmod,
- * directory listing with types, and du against a tree built here.
+ * directory listing with types, and du against trees built here (also
+ * cancelled between its batches).
  */
 #include "fs_test.h"
+
+#include <sched.h>
 
 static void put(const char *path, const char *data, size_t n)
 {
@@ -435,9 +438,9 @@ static void *du_wide_body(void *arg)
   return NULL;
 }
 
-Test(fs, du_of_a_wide_tree_takes_several_jobs, .timeout = 60)
+/* 201 directories under `top` ("wide"): more than one du batch. */
+static void build_wide(const char *top)
 {
-  AT(top, "wide");
   cr_assert_eq(mkdir(top, 0755), 0);
   char p[PATH_MAX + 64];
   for (int i = 0; i < 100; i++) {
@@ -450,6 +453,12 @@ Test(fs, du_of_a_wide_tree_takes_several_jobs, .timeout = 60)
       put(p, "0123456789", (size_t)(i % 10));
     }
   }
+}
+
+Test(fs, du_of_a_wide_tree_takes_several_jobs, .timeout = 60)
+{
+  AT(top, "wide");
+  build_wide(top);
   nftw_disk = 0;
   cr_assert_eq(nftw(top, add_disk, 16, FTW_PHYS), 0);
   weft_du_totals t;
@@ -460,4 +469,100 @@ Test(fs, du_of_a_wide_tree_takes_several_jobs, .timeout = 60)
   cr_assert_eq(t.others, 0);
   cr_assert_eq(t.bytes, 3 * 10 * 45);
   cr_assert_eq(t.disk_bytes, nftw_disk);
+}
+
+/* du cancelled between batches: after its first pool job ran, before the
+ * next is queued. The pool has one thread, held by a busy job while du's
+ * first batch queues behind it; then a task on du's shard holds that shard
+ * (it never yields) until the pool has finished the busy job and the
+ * batch, and cancels du there. du, woken by the batch, cannot run before
+ * the cancel, so it meets it on its way to the second batch: it returns
+ * -ECANCELED with *out untouched, no other batch runs, and the directories
+ * it still had to scan are freed. */
+typedef struct du_hold {
+  atomic_bool pool_held, pool_release; /* the busy job */
+  atomic_bool shard_held;              /* shard 1 is held */
+  uint64_t batch_done;                 /* pool_jobs once du's first batch ran */
+  weft_task *du;
+} du_hold;
+
+static void *hold_pool(void *arg)
+{
+  du_hold *h = arg;
+  atomic_store(&h->pool_held, true);
+  while (!atomic_load(&h->pool_release))
+    usleep(200);
+  return NULL;
+}
+
+static void *occupy_pool(void *arg)
+{
+  CO_EQ(weft_blocking(hold_pool, arg, NULL), 0);
+  return NULL;
+}
+
+static void *du_wide(void *arg)
+{
+  AT(top, "wide");
+  return (void *)(intptr_t)weft_du(top, arg);
+}
+
+static void *cancel_du_after_its_batch(void *arg)
+{
+  du_hold *h = arg;
+  atomic_store(&h->shard_held, true);
+  while (pool_jobs() < h->batch_done)
+    sched_yield(); /* the thread's, not the coroutine's: shard 1 stays held */
+  CO_EQ(weft_cancel(h->du), 0);
+  return NULL;
+}
+
+static uint64_t pool_queued(void)
+{
+  weft_stats s;
+  return weft_stats_get(NULL, -1, &s) == 0 ? s.pool_queued : UINT64_MAX;
+}
+
+static void *du_cancel_body(void *arg)
+{
+  (void)arg;
+  du_hold h;
+  atomic_init(&h.pool_held, false);
+  atomic_init(&h.pool_release, false);
+  atomic_init(&h.shard_held, false);
+  weft_task *busy, *holder;
+  CO_EQ(rt_spawn(&busy, WEFT_PLACE_PINNED, 0, occupy_pool, &h), 0);
+  CO_CHECK(RT_POLL(atomic_load(&h.pool_held)));
+  weft_du_totals t = {.bytes = 99};
+  CO_EQ(rt_spawn(&h.du, WEFT_PLACE_PINNED, 1, du_wide, &t), 0);
+  CO_CHECK(RT_POLL(pool_queued() == 1)); /* du's first batch, behind the busy job */
+  uint64_t before = pool_jobs();
+  h.batch_done = before + 2; /* the busy job, then the batch */
+  CO_EQ(rt_spawn(&holder, WEFT_PLACE_PINNED, 1, cancel_du_after_its_batch, &h), 0);
+  CO_CHECK(RT_POLL(atomic_load(&h.shard_held)));
+  atomic_store(&h.pool_release, true);
+  void *dr = NULL;
+  CO_EQ(weft_join(h.du, &dr), -ECANCELED);
+  CO_EQ((intptr_t)dr, -ECANCELED);
+  CO_EQ(t.bytes, 99); /* *out untouched */
+  CO_EQ(weft_join(holder, NULL), 0);
+  CO_EQ(weft_join(busy, NULL), 0);
+  CO_EQ(pool_jobs(), before + 2); /* no batch after the first */
+  CO_EQ(pool_queued(), 0);
+  return NULL;
+}
+
+Test(fs, du_cancelled_between_batches, .timeout = 60)
+{
+  AT(top, "wide");
+  build_wide(top);
+  weft_config c;
+  rt_cfg(&c, 2);
+  c.blocking_threads = 1;
+  weft_runtime *rt = rt_start_cfg(&c);
+  weft_task *m = rt_submit_on(rt, 0, du_cancel_body, NULL);
+  cr_assert_eq(weft_join(m, NULL), 0);
+  rt_assert_clean();
+  rt_stop_idle(rt);
+  rt_assert_no_leaks();
 }
