@@ -3,10 +3,13 @@
  * Suite "net", part 3 - the multishot listener: 1100 connections (more than
  * it queues), the one-at-a-time fallback, close with queued connections,
  * deadlines, cancellation, hand-over between shards, -EPERM on a plain
- * thread, closing from another shard or a plain thread, and stealable
- * acceptors that must not be stolen while they wait.
+ * thread, an open that fails (cancelled task, deadline scope passed, no
+ * memory) and leaves nothing behind, closing from another shard or a plain
+ * thread, and stealable acceptors that must not be stolen while they wait.
  */
 #include "net_test.h"
+
+#include "fault.h"
 
 #include <poll.h>
 
@@ -291,6 +294,155 @@ Test(net, listener_plain_thread, .timeout = 10)
   cr_assert_eq(weft_listener_open(&l, lfd, 0), -EPERM);
   cr_assert_eq(weft_listener_accept((weft_listener *)&lfd, 0), -EPERM);
   close(lfd);
+}
+
+/* ---- an open that fails ---------------------------------------------------------- */
+
+/* What a successful open changes besides *l: the opener is referenced and
+ * held on its shard, the listener is on the shard's list (for the sweep at
+ * the runtime's end) and its accept is in flight. A failed open must leave
+ * all of it as it was: a hold left behind keeps the task on its shard for
+ * good, a reference keeps it from being freed, a list entry would be swept
+ * after its free, an accept in flight would take the socket's connections. */
+struct open_marks {
+  int refs;
+  unsigned pinned_ops;
+  unsigned inflight;
+  weft_listener *listeners;
+  int fds;
+};
+
+static struct open_marks open_marks(void)
+{
+  weft_task *t = weft__task_self();
+  return (struct open_marks){.refs = atomic_load(&t->refs),
+                             .pinned_ops = t->pinned_ops,
+                             .inflight = t->shard->inflight,
+                             .listeners = t->shard->listeners,
+                             .fds = count_fds()};
+}
+
+/* weft_listener_open(lfd) must fail with err, changing nothing. With
+ * malloc_nth > 0, the malloc fault is armed for the open alone and must
+ * have been used up by it (the failure is the open's own allocation). */
+static void open_fails(int lfd, int err, long malloc_nth)
+{
+  weft_listener *l = (weft_listener *)&lfd; /* not a listener: must stay as it is */
+  struct open_marks before = open_marks();
+  if (malloc_nth > 0)
+    weft__fault_arm(WEFT__FAULT_MALLOC, malloc_nth);
+  CO_EQ(weft_listener_open(&l, lfd, 0), err);
+  CO_EQ(atomic_load(&weft__fault_countdown[WEFT__FAULT_MALLOC]), 0);
+  weft__fault_arm(WEFT__FAULT_MALLOC, 0);
+  struct open_marks after = open_marks();
+  CO_CHECK(l == (weft_listener *)&lfd);
+  CO_EQ(after.refs, before.refs);
+  CO_EQ(after.pinned_ops, before.pinned_ops);
+  CO_EQ(after.inflight, before.inflight);
+  CO_CHECK(after.listeners == before.listeners);
+  CO_EQ(after.fds, before.fds); /* lfd not closed, nothing accepted */
+}
+
+/* lfd still serves after failed opens: the socket was neither closed nor
+ * taken over, and a listener opened on it now accepts a connection. */
+static void still_serves(int lfd)
+{
+  char ps[8];
+  snprintf(ps, sizeof(ps), "%d", port_of(lfd));
+  weft_listener *l = NULL;
+  CO_EQ(weft_listener_open(&l, lfd, 0), 0);
+  int c = weft_tcp_connect("127.0.0.1", ps);
+  CO_CHECK(c >= 0);
+  int s = weft_listener_accept(l, weft_now() + 10 * WEFT_SEC);
+  CO_CHECK(s >= 0);
+  CO_EQ(weft_send(c, "ok", 2, 0), 2);
+  char buf[2];
+  CO_EQ(weft_recv_exact(s, buf, 2, NULL), 2);
+  close(s);
+  close(c);
+  weft_listener_close(l);
+}
+
+/* The task cancels itself first, so the open meets a cancelled task for
+ * certain; the cancellation is found when the accept is to be armed, after
+ * the listener was made, which is undone. */
+static void *cancelled_opener(void *arg)
+{
+  CO_EQ(weft_cancel(weft_task_self()), 0);
+  open_fails(*(int *)arg, -ECANCELED, 0);
+  return (void *)1;
+}
+
+static void *open_cancelled_body(void *arg)
+{
+  (void)arg;
+  int lfd = weft_tcp_listen("127.0.0.1", "0", 16);
+  CO_CHECK(lfd >= 0);
+  weft_task *t;
+  CO_EQ(io_spawn_on(&t, 0, cancelled_opener, &lfd), 0);
+  void *ret = NULL;
+  CO_EQ(weft_join(t, &ret), -ECANCELED);
+  CO_EQ((intptr_t)ret, 1); /* it ran its checks to the end */
+  still_serves(lfd);
+  close(lfd);
+  return NULL;
+}
+
+Test(net, listener_open_cancelled, .timeout = 30)
+{
+  rt_run(1, open_cancelled_body, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+/* A deadline scope already over when open arms its accept: -ETIMEDOUT. */
+static void *open_scope_passed_body(void *arg)
+{
+  (void)arg;
+  int lfd = weft_tcp_listen("127.0.0.1", "0", 16);
+  CO_CHECK(lfd >= 0);
+  int64_t saved = weft_deadline_push(weft_now() - 1);
+  open_fails(lfd, -ETIMEDOUT, 0);
+  weft_deadline_pop(saved);
+  still_serves(lfd);
+  close(lfd);
+  return NULL;
+}
+
+Test(net, listener_open_deadline_scope_passed, .timeout = 30)
+{
+  rt_run(1, open_scope_passed_body, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+/* -ENOMEM from both allocations an open can fail in: the listener itself
+ * (the first), and - inside a deadline scope, whose deadline its accept
+ * takes - the slot for that deadline in the shard's timer heap, made after
+ * the listener, which is then undone. */
+static void *open_nomem_body(void *arg)
+{
+  (void)arg;
+  int lfd = weft_tcp_listen("127.0.0.1", "0", 16);
+  CO_CHECK(lfd >= 0);
+  open_fails(lfd, -ENOMEM, 1);
+  /* Nothing has waited with a deadline on this shard yet: the heap has no
+   * room, and the slot is its first growth - the second allocation. */
+  weft__timer_heap *h = &weft__task_self()->shard->timers;
+  CO_EQ(h->n, h->cap);
+  int64_t saved = weft_deadline_push(weft_now() + 60 * WEFT_SEC);
+  open_fails(lfd, -ENOMEM, 2);
+  weft_deadline_pop(saved);
+  still_serves(lfd);
+  close(lfd);
+  return NULL;
+}
+
+Test(net, listener_open_without_memory, .timeout = 30)
+{
+  rt_run(1, open_nomem_body, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
 }
 
 /* ---- closing from elsewhere ----------------------------------------------------- */
