@@ -46,6 +46,8 @@ struct weft_listener {
   bool oneshot;             /* no multishot accept: weft_accept_dl each time */
   bool nomem;               /* a connection was dropped: no memory to queue it */
   bool seen;                /* a CQE of the current arming came */
+  uint64_t oneshot_accepts; /* accepts made one at a time (weft_accept_dl): lets
+                               the tests see the fallback ran (net_internal.h) */
   rlim_t nofile;            /* RLIMIT_NOFILE when it was armed (see on_accept_cqe) */
   int *q;                   /* accepted fds (>= 0) and accept errors (< 0) */
   unsigned head, count, cap;
@@ -241,8 +243,10 @@ int weft_listener_accept(weft_listener *l, int64_t deadline)
       l->nomem = false;
       return -ENOMEM;
     }
-    if (l->oneshot)
+    if (l->oneshot) {
+      l->oneshot_accepts++;
       return weft_accept_dl(l->fd, NULL, NULL, l->flags, deadline);
+    }
     if (!l->armed) {
       int r = arm(l);
       if (r < 0)
@@ -317,6 +321,11 @@ void weft_listener_close(weft_listener *l)
     close_here(l);
   else
     close_elsewhere(l);
+}
+
+uint64_t weft__listener_oneshot_accepts(const weft_listener *l)
+{
+  return l->oneshot_accepts;
 }
 
 void weft__listener_sweep(weft__shard *sh)

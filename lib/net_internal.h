@@ -23,6 +23,11 @@ extern atomic_uint weft__net_refused;
  * otherwise idle (default on; off = always the io_uring op). */
 extern atomic_bool weft__net_nowait;
 
+/* Test hook: the accepts listener l has made one at a time with
+ * weft_accept_dl - its fallback where the kernel has no multishot accept -
+ * so far. On l's shard, before it is closed. */
+uint64_t weft__listener_oneshot_accepts(const weft_listener *l);
+
 /* Tries the addresses of `ai` in order (weft_tcp_connect_dl after name
  * resolution): the first connected socket, or the last address's error.
  * Exposed so that the tests can give it several addresses. */
