@@ -27,6 +27,9 @@ enum weft__fault_site {
                             flush markers): refused by the kernel in their CQE */
   WEFT__FAULT_SQ_FULL,   /* a shard's SQ still full after a submit (no SQE) */
   WEFT__FAULT_BACKLOG,   /* growing a shard's backlog of messages waiting for SQEs */
+  WEFT__FAULT_OP_SQ,     /* an op's SQ still full after a submit (weft__op_begin's
+                            -EBUSY; apart from WEFT__FAULT_SQ_FULL, whose tests
+                            count on every op passing it by) */
   WEFT__FAULT_NSITES
 };
 

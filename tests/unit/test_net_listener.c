@@ -4,7 +4,7 @@
  * it queues), the one-at-a-time fallback, close with queued connections,
  * deadlines, cancellation, hand-over between shards, -EPERM on a plain
  * thread, an open that fails (cancelled task, deadline scope passed, no
- * memory) and leaves nothing behind, closing from another shard or a plain
+ * memory, no SQE) and leaves nothing behind, closing from another shard or a plain
  * thread, and stealable acceptors that must not be stolen while they wait.
  */
 #include "net_test.h"
@@ -345,17 +345,17 @@ static struct open_marks open_marks(void)
 }
 
 /* weft_listener_open(lfd) must fail with err, changing nothing. With
- * malloc_nth > 0, the malloc fault is armed for the open alone and must
- * have been used up by it (the failure is the open's own allocation). */
-static void open_fails(int lfd, int err, long malloc_nth)
+ * nth > 0, fault `site` is armed for the open alone and must have been used
+ * up by it (the failure is the open's own). */
+static void open_fails_at(int lfd, int err, enum weft__fault_site site, long nth)
 {
   weft_listener *l = (weft_listener *)&lfd; /* not a listener: must stay as it is */
   struct open_marks before = open_marks();
-  if (malloc_nth > 0)
-    weft__fault_arm(WEFT__FAULT_MALLOC, malloc_nth);
+  if (nth > 0)
+    weft__fault_arm(site, nth);
   CO_EQ(weft_listener_open(&l, lfd, 0), err);
-  CO_EQ(atomic_load(&weft__fault_countdown[WEFT__FAULT_MALLOC]), 0);
-  weft__fault_arm(WEFT__FAULT_MALLOC, 0);
+  CO_EQ(atomic_load(&weft__fault_countdown[site]), 0);
+  weft__fault_arm(site, 0);
   struct open_marks after = open_marks();
   CO_CHECK(l == (weft_listener *)&lfd);
   CO_EQ(after.refs, before.refs);
@@ -363,6 +363,11 @@ static void open_fails(int lfd, int err, long malloc_nth)
   CO_EQ(after.inflight, before.inflight);
   CO_CHECK(after.listeners == before.listeners);
   CO_EQ(after.fds, before.fds); /* lfd not closed, nothing accepted */
+}
+
+static void open_fails(int lfd, int err, long malloc_nth)
+{
+  open_fails_at(lfd, err, WEFT__FAULT_MALLOC, malloc_nth);
 }
 
 /* lfd still serves after failed opens: the socket was neither closed nor
@@ -463,6 +468,26 @@ static void *open_nomem_body(void *arg)
 Test(net, listener_open_without_memory, .timeout = 30)
 {
   rt_run(1, open_nomem_body, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+/* No SQE for the accept even after a submit: -EBUSY, after the listener
+ * was made, which is undone. */
+static void *open_sq_full_body(void *arg)
+{
+  (void)arg;
+  int lfd = weft_tcp_listen("127.0.0.1", "0", 16);
+  CO_CHECK(lfd >= 0);
+  open_fails_at(lfd, -EBUSY, WEFT__FAULT_OP_SQ, 1);
+  still_serves(lfd);
+  close(lfd);
+  return NULL;
+}
+
+Test(net, listener_open_sq_full, .timeout = 30)
+{
+  rt_run(1, open_sq_full_body, NULL);
   rt_assert_clean();
   rt_assert_no_leaks();
 }
