@@ -193,6 +193,13 @@ int weft_listener_open(weft_listener **out, int fd, int flags)
   weft_task *t = weft__task_self();
   if (!t)
     return -EPERM;
+  /* Here, not only in arm(): a listener that accepts one at a time (no
+   * multishot accept) arms nothing now, and must fail the same. */
+  if (atomic_load_explicit(&t->cancelled, memory_order_relaxed))
+    return -ECANCELED;
+  int64_t scope = weft__deadline_for(t, WEFT_NO_DEADLINE);
+  if (scope >= 0 && scope <= weft__now())
+    return -ETIMEDOUT;
   /* A socket that is not listening would make the first CQE -EINVAL, which
    * is also how a kernel without multishot accept answers: tell them apart
    * here. */

@@ -196,7 +196,8 @@ typedef struct weft_listener weft_listener;
  * Returns 0, -EINVAL (NULL l, unknown flags, fd not listening), -EBADF,
  * -ENOTSOCK, -ENOMEM, -EPERM (not in a coroutine), -ECANCELED (the task is
  * cancelled), -ETIMEDOUT (its deadline scope has passed), -EBUSY (the
- * shard's submission queue stayed full). */
+ * shard's submission queue stayed full). On failure *l is not written and
+ * fd is left as it was. */
 WEFT_API int weft_listener_open(weft_listener **l, int fd, int flags);
 
 /* The next connection: its descriptor, or -errno (an accept error such as
