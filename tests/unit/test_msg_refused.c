@@ -500,6 +500,19 @@ Test(msg, direct_message_without_an_sqe_waits_its_turn, .timeout = 60)
   rt_assert_clean();
 }
 
+/* Sends 42 to a receiver waiting on shard 1 (it stores it in vals[0]),
+ * and the kernel refuses it: the resend comes when shard 0 next reaps,
+ * once the caller suspends - after it has armed the faults that resend is
+ * to meet. Returns the receiver. */
+static weft_task *refused_send_to_a_waiter(uint32_t *vals)
+{
+  weft_task *t = spawn_on(1, recv_one, vals);
+  CO_CHECK(RT_POLL(rt_dump_count(NULL, " waiting") == 1)); /* the receiver waits */
+  weft__fault_arm(WEFT__FAULT_SEND, 1);
+  CO_EQ(weft_msg_send(1, TAG, 42), 0);
+  return t;
+}
+
 /* A refused direct message whose resend finds no SQE: it waits in the
  * backlog and arrives (before, the synchronous post was refused too and
  * the message was gone). */
@@ -507,10 +520,7 @@ static void *refused_then_no_sqe_main(void *arg)
 {
   (void)arg;
   uint32_t vals[1] = {0};
-  weft_task *t = spawn_on(1, recv_one, vals);
-  CO_CHECK(RT_POLL(rt_dump_count(NULL, " waiting") == 1)); /* the receiver waits */
-  weft__fault_arm(WEFT__FAULT_SEND, 1);
-  CO_EQ(weft_msg_send(1, TAG, 42), 0);
+  weft_task *t = refused_send_to_a_waiter(vals);
   weft__fault_arm(WEFT__FAULT_SQ_FULL, 1); /* for the resend */
   weft__fault_arm(WEFT__FAULT_POST, 1);    /* were it posted instead */
   CO_EQ(weft_join(t, NULL), 0);
@@ -532,10 +542,7 @@ static void *refused_no_sqe_no_memory_main(void *arg)
 {
   (void)arg;
   uint32_t vals[1] = {0};
-  weft_task *t = spawn_on(1, recv_one, vals);
-  CO_CHECK(RT_POLL(rt_dump_count(NULL, " waiting") == 1)); /* the receiver waits */
-  weft__fault_arm(WEFT__FAULT_SEND, 1);
-  CO_EQ(weft_msg_send(1, TAG, 42), 0);
+  weft_task *t = refused_send_to_a_waiter(vals);
   weft__fault_arm(WEFT__FAULT_SQ_FULL, 1); /* for the resend */
   weft__fault_arm(WEFT__FAULT_BACKLOG, 1); /* and for the backlog it would wait in */
   CO_EQ(weft_join(t, NULL), 0);
@@ -558,10 +565,7 @@ static void *refused_everywhere_main(void *arg)
 {
   (void)arg;
   uint32_t vals[1] = {0};
-  weft_task *t = spawn_on(1, recv_one, vals);
-  CO_CHECK(RT_POLL(rt_dump_count(NULL, " waiting") == 1));
-  weft__fault_arm(WEFT__FAULT_SEND, 1);
-  CO_EQ(weft_msg_send(1, TAG, 42), 0);
+  weft_task *t = refused_send_to_a_waiter(vals);
   weft__fault_arm(WEFT__FAULT_SQ_FULL, 1);
   weft__fault_arm(WEFT__FAULT_BACKLOG, 1);
   weft__fault_arm(WEFT__FAULT_POST, 1);
