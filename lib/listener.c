@@ -252,7 +252,13 @@ int weft_listener_accept(weft_listener *l, int64_t deadline)
     }
     if (l->oneshot) {
       l->oneshot_accepts++;
-      return weft_accept_dl(l->fd, NULL, NULL, l->flags, deadline);
+      /* Held on l's shard as in wait_cqe: the accept's completion makes a
+       * stealable task runnable, and another shard could take it before it
+       * returns - to where l is not its to use. */
+      t->pinned_ops++;
+      int fd = weft_accept_dl(l->fd, NULL, NULL, l->flags, deadline);
+      t->pinned_ops--;
+      return fd;
     }
     if (!l->armed) {
       int r = arm(l);

@@ -5,7 +5,8 @@
  * deadlines, cancellation, hand-over between shards, -EPERM on a plain
  * thread, an open that fails (cancelled task, deadline scope passed, no
  * memory, no SQE) and leaves nothing behind, closing from another shard or a plain
- * thread, and stealable acceptors that must not be stolen while they wait.
+ * thread, and stealable acceptors that must not be stolen while they wait
+ * (with the multishot accept and one at a time).
  */
 #include "net_test.h"
 
@@ -701,11 +702,15 @@ static void burn(int64_t ns)
 /* The opener keeps its shard busy between yields, so an acceptor woken by
  * a connection waits in the stealable queue long enough for shard 1's
  * stuck-queue rule to take it - which it must not: while a task waits in
- * accept it is held on the listener's shard, as the opener is. */
+ * accept it is held on the listener's shard, as the opener is. arg non-NULL:
+ * as on a kernel without multishot accept, where each accept is one
+ * weft_accept_dl and the acceptor is woken by its completion instead. */
 static void *stay_body(void *arg)
 {
-  (void)arg;
+  bool oneshot = arg != NULL;
   struct stay s = {0};
+  if (oneshot)
+    atomic_store(&weft__net_refused, WEFT__NET_NO_MULTISHOT);
   int lfd = weft_tcp_listen("127.0.0.1", "0", 1024);
   CO_CHECK(lfd >= 0);
   s.port = port_of(lfd);
@@ -734,12 +739,20 @@ static void *stay_body(void *arg)
   if (!atomic_load(&s.moved)) /* else its op may be on the wrong ring: left to the sweep */
     weft_listener_close(s.l);
   close(lfd);
+  atomic_store(&weft__net_refused, 0);
   return NULL;
 }
 
 Test(net, listener_acceptors_are_not_stolen_while_waiting, .timeout = 60)
 {
   rt_run(2, stay_body, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+Test(net, listener_oneshot_acceptors_are_not_stolen_while_waiting, .timeout = 60)
+{
+  rt_run(2, stay_body, (void *)1);
   rt_assert_clean();
   rt_assert_no_leaks();
 }
