@@ -21,9 +21,9 @@
  * kernel may write goes away early. A deadline in next() is a plain waiter
  * deadline, not the op's, so it never cancels the receive. Everything here
  * runs on the owning shard's thread - the coroutine is pinned there while
- * the stream is open (task->pinned_ops) and the CQEs are reaped there - so
- * the stream needs no lock; register/unregister calls also happen on the
- * ring's own thread, as SINGLE_ISSUER rings require.
+ * the stream is open (task->pinned_ops, on either path) and the CQEs are
+ * reaped there - so the stream needs no lock; register/unregister calls
+ * also happen on the ring's own thread, as SINGLE_ISSUER rings require.
  *
  * Plain path: one IORING_OP_RECV at a time into the stream's buffer, on the
  * op primitive (a deadline cancels that receive, which returns its data if
@@ -341,8 +341,7 @@ static void stop(weft_recv_stream *s)
 static void switch_to_plain(weft_recv_stream *s)
 {
   ring_unregister(s);
-  s->op.task->pinned_ops--;
-  s->mode = MODE_PLAIN;
+  s->mode = MODE_PLAIN; /* the task stays pinned: see weft_recv_stream_open */
   s->refused = false;
   s->probing = true;
   s->kfree = 0;
@@ -520,10 +519,13 @@ int weft_recv_stream_open(weft_recv_stream **out, int fd, const weft_recv_stream
     ring = rr == 0;
   }
   s->mode = ring ? MODE_RING : MODE_PLAIN;
-  if (ring) {
-    s->op.task->pinned_ops++;
+  /* Pinned on both paths, as recv_stream.h promises: the plain path needs
+   * no particular shard, but the owner's shard must not change under it
+   * with the path the kernel happens to allow (or when a refused multishot
+   * receive switches an open stream over). Undone by close. */
+  s->op.task->pinned_ops++;
+  if (ring)
     arm(s); /* or next() arms it, if the SQ is full now */
-  }
   weft__task_hold(s->op.task, &s->held, close_held);
   *out = s;
   errno = saved;
@@ -575,8 +577,8 @@ int weft_recv_stream_close(weft_recv_stream *s)
     while (s->armed)
       wait_cqe(s, WEFT_NO_DEADLINE, false);
     ring_unregister(s);
-    s->op.task->pinned_ops--;
   }
+  s->op.task->pinned_ops--;
   weft__task_unhold(s->op.task, &s->held);
   stream_free(s);
   return 0;
