@@ -40,6 +40,24 @@ static int wait_ready(int fd, short events, int64_t deadline)
   return r;
 }
 
+/* weft's rule for a wait that may wait, where the kernel is asked without
+ * waiting first (several descriptors, epoll): a cancelled task, or a
+ * deadline scope already over, fails it at once - ready or not, as
+ * weft_poll does for one descriptor (poll_one). Without this the result of
+ * a cancelled task's poll hung on how many descriptors it gave. A call
+ * whose own timeout has passed (0) cannot wait: the kernel's answer, as
+ * poll_one gives it. 0, -ECANCELED or -ETIMEDOUT. */
+static int cannot_start(int64_t deadline)
+{
+  if (deadline >= 0 && deadline <= weft_now())
+    return 0;
+  int r = weft_sleep(0); /* -ECANCELED in a cancelled task, else 0 */
+  if (r < 0)
+    return r;
+  int64_t scope = weft_deadline();
+  return scope >= 0 && scope <= weft_now() ? -ETIMEDOUT : 0;
+}
+
 /* No descriptors: poll(2) is a sleep. */
 static int poll_nothing(int64_t deadline)
 {
@@ -72,12 +90,16 @@ static int poll_one(struct pollfd *p, int64_t deadline)
   return 1;
 }
 
-/* Several: ask poll(2) without waiting; if none is ready, wait in weft_poll
+/* Several: unless a cancel or a passed deadline scope fails the call first
+ * (cannot_start), ask poll(2) without waiting; if none is ready, wait in weft_poll
  * for an epoll instance holding them all (readable once any of them is),
  * and ask again. */
 static int poll_many(struct pollfd *fds, nfds_t n, int64_t deadline)
 {
-  int r = (int)CALL_NEXT(poll, fds, n, 0);
+  int r = cannot_start(deadline);
+  if (r < 0)
+    return r;
+  r = (int)CALL_NEXT(poll, fds, n, 0);
   if (r != 0 || (deadline >= 0 && deadline <= weft_now()))
     return r < 0 ? -errno : r;
   int ep = epoll_create1(EPOLL_CLOEXEC);
@@ -300,13 +322,16 @@ HOOK int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct time
 
 /* ---- epoll ---------------------------------------------------------------------------- */
 
-/* epoll_wait(2) in a coroutine: ask without waiting (which also checks the
+/* epoll_wait(2) in a coroutine: unless a cancel or a passed deadline scope
+ * fails it first (cannot_start), ask without waiting (which also checks the
  * arguments); if nothing is ready, wait in weft_poll for the epoll instance
  * itself - readable once any descriptor in it has an event - and ask again. */
 static int epoll_until(int ep, struct epoll_event *ev, int max, int64_t deadline)
 {
+  int r = cannot_start(deadline);
+  if (r < 0)
+    return r;
   int saved = errno;
-  int r;
   for (;;) {
     r = (int)CALL_NEXT(epoll_wait, ep, ev, max, 0);
     if (r != 0) {

@@ -280,6 +280,61 @@ Test(hook, poll_waits_as_a_coroutine, .timeout = 30)
   rt_assert_clean();
 }
 
+/* weft's rule for a wait that may wait (see lib/hook.c): a deadline scope
+ * already over fails it with ETIMEDOUT, a cancelled task with ECANCELED -
+ * ready or not, as read(2) of waiting data does (read_write_main) - with one
+ * descriptor or several, through poll, ppoll, select and pselect alike. A
+ * timeout of 0 cannot wait: libc's own answer. */
+static void ready_waits_fail(int a0, int b1, int err)
+{
+  struct pollfd one[1] = {{a0, POLLIN, 0}};
+  struct pollfd two[2] = {{a0, POLLIN, 0}, {b1, POLLOUT, 0}};
+  CO_EQ(legacy_poll(one, 1, -1), err);
+  CO_EQ(legacy_poll(two, 2, -1), err);
+  CO_EQ(legacy_poll(two, 2, 3600 * 1000), err);
+  CO_EQ(legacy_ppoll(two, 2, NULL), err);
+  fd_set rd, wr;
+  FD_ZERO(&rd);
+  FD_SET(a0, &rd);
+  int nfds = (a0 > b1 ? a0 : b1) + 1;
+  CO_EQ(legacy_select(nfds, &rd, NULL, NULL, NULL), err);
+  FD_ZERO(&rd);
+  FD_ZERO(&wr);
+  FD_SET(a0, &rd);
+  FD_SET(b1, &wr);
+  CO_EQ(legacy_select(nfds, &rd, &wr, NULL, NULL), err);
+  FD_ZERO(&rd);
+  FD_SET(a0, &rd);
+  FD_SET(b1, &rd);
+  CO_EQ(legacy_pselect(nfds, &rd, NULL), err);
+  /* Cannot wait: both are ready. */
+  CO_EQ(legacy_poll(one, 1, 0), 1);
+  CO_EQ(legacy_poll(two, 2, 0), 2);
+}
+
+static void *ready_waits_main(void *arg)
+{
+  (void)arg;
+  int a[2], b[2];
+  CO_EQ(io_pipe(a), 0);
+  CO_EQ(io_pipe(b), 0);
+  CO_EQ(write(a[1], "r", 1), 1); /* a[0] readable, b[1] writable */
+  int64_t saved = weft_deadline_push(weft_now() - 1);
+  ready_waits_fail(a[0], b[1], -ETIMEDOUT);
+  weft_deadline_pop(saved);
+  weft_cancel(weft_task_self());
+  ready_waits_fail(a[0], b[1], -ECANCELED);
+  io_close_pipe(a);
+  io_close_pipe(b);
+  return NULL;
+}
+
+Test(hook, poll_and_select_fail_first_when_ready, .timeout = 30)
+{
+  rt_run(1, ready_waits_main, NULL);
+  rt_assert_clean();
+}
+
 /* ---- select -------------------------------------------------------------------------------- */
 
 struct selecter {

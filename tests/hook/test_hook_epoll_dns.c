@@ -75,7 +75,19 @@ static void *epoll_main(void *arg)
   CO_EQ(legacy_epoll_wait(ep, 3600 * 1000, 0, &data), -ETIMEDOUT);
   CO_EQ(legacy_epoll_wait(ep, -1, 1, &data), -ETIMEDOUT);
   weft_deadline_pop(saved);
+  /* Already over, or cancelled: that first, even with an event ready (a
+   * timeout of 0 cannot wait: epoll's own answer). */
+  CO_EQ(write(a[1], "g", 1), 1);
+  saved = weft_deadline_push(weft_now() - 1);
+  CO_EQ(legacy_epoll_wait(ep, -1, 0, &data), -ETIMEDOUT);
+  CO_EQ(legacy_epoll_wait(ep, 3600 * 1000, 1, &data), -ETIMEDOUT);
+  CO_EQ(legacy_epoll_wait(ep, 0, 0, &data), 1);
+  weft_deadline_pop(saved);
   weft_cancel(weft_task_self());
+  CO_EQ(legacy_epoll_wait(ep, -1, 0, &data), -ECANCELED);
+  CO_EQ(legacy_epoll_wait(ep, -1, 1, &data), -ECANCELED);
+  CO_EQ(legacy_epoll_wait(ep, 0, 0, &data), 1);
+  CO_EQ(syscall(SYS_read, a[0], &c, 1), 1); /* read() is hooked: ECANCELED now */
   CO_EQ(legacy_epoll_wait(ep, -1, 0, &data), -ECANCELED);
   close(ep);
   io_close_pipe(a);
