@@ -16,8 +16,11 @@
  * ready events (> 0), or -ETIMEDOUT, -EBADF, another -errno. */
 static int poll_errno(int fd, short events, int64_t deadline)
 {
+  /* poll(2) would silently skip a negative fd. A passed deadline comes
+   * first, as in a coroutine (whose op is never begun then): every
+   * plain-thread wait goes through here, and must fail the same. */
   if (fd < 0)
-    return -EBADF; /* poll(2) would silently skip it */
+    return deadline >= 0 && deadline <= weft__now() ? -ETIMEDOUT : -EBADF;
   for (;;) {
     int ms = -1;
     if (deadline >= 0) {

@@ -79,6 +79,10 @@ static void *badf_main(void *arg)
   CO_EQ(weft_write(p[0], buf, sizeof(buf)), -EBADF);
   io_close_pipe(p);
   CO_EQ(weft_read(p[0], buf, sizeof(buf)), -EBADF); /* closed */
+  /* A deadline already passed fails the call first, before any descriptor
+   * is looked at (io.h). */
+  CO_EQ(weft_read_dl(-1, buf, sizeof(buf), weft_now() - 1), -ETIMEDOUT);
+  CO_EQ(weft_write_dl(-1, buf, sizeof(buf), weft_now() - 1), -ETIMEDOUT);
   return NULL;
 }
 
@@ -91,6 +95,8 @@ Test(op, bad_descriptors_give_ebadf, .timeout = 30)
   cr_assert_eq(weft_read(-1, buf, sizeof(buf)), -EBADF);
   cr_assert_eq(weft_write(-1, buf, sizeof(buf)), -EBADF);
   cr_assert_eq(weft_read_dl(-1, buf, sizeof(buf), weft_now() + WEFT_SEC), -EBADF);
+  cr_assert_eq(weft_read_dl(-1, buf, sizeof(buf), weft_now() - 1), -ETIMEDOUT);
+  cr_assert_eq(weft_write_dl(-1, buf, sizeof(buf), weft_now() - 1), -ETIMEDOUT);
 }
 
 /* ---- cancellation ------------------------------------------------------------------- */

@@ -28,8 +28,10 @@ static void check_poll_semantics(int p[2])
   char c;
   CO_EQ(read(p[0], &c, 1), 1);
 
-  /* A passed deadline fails first, even though the pipe is writable. */
+  /* A passed deadline fails first, even though the pipe is writable - and
+   * before the descriptor is looked at. */
   CO_EQ(weft_poll_dl(p[1], POLLOUT, weft_now() - 1), -ETIMEDOUT);
+  CO_EQ(weft_poll_dl(-1, POLLIN, weft_now() - 1), -ETIMEDOUT);
 
   /* Bad descriptors and masks. */
   CO_EQ(weft_poll(-1, POLLIN), -EBADF);
