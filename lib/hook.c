@@ -259,7 +259,8 @@ HOOK ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 
 HOOK ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
-  if (!in_coroutine() || never_waits(fd, flags))
+  /* No msghdr: libc's EFAULT (the MSG_FASTOPEN check below reads it). */
+  if (!in_coroutine() || !msg || never_waits(fd, flags))
     return CALL_NEXT(sendmsg, fd, msg, flags);
   int c = fastopen_connect(fd, msg->msg_name, msg->msg_namelen, &flags);
   if (c < 0)

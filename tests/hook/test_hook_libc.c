@@ -9,7 +9,8 @@
  * more, as Linux does; a poll listing a descriptor twice waits for the
  * events of both entries; a send whose peer goes away part-way gives the
  * part, then EPIPE, and never SIGPIPE; MSG_DONTWAIT is libc's EAGAIN; a
- * wait given a signal mask is libc's.
+ * wait given a signal mask is libc's; sendmsg and recvmsg without a msghdr
+ * are EFAULT.
  */
 #include "io_helpers.h"
 #include "legacy.h"
@@ -264,6 +265,37 @@ Test(hook, recvmsg_makes_descriptors_close_on_exec_only_when_asked, .timeout = 3
 {
   rt_run(1, recv_fd_main, NULL);
   rt_assert_clean();
+}
+
+/* ---- no message at all ------------------------------------------------------------------ */
+
+/* sendmsg and recvmsg given no msghdr: EFAULT, as libc says it (on a plain
+ * thread here first) - not a crash in the hook. */
+static void no_msghdr(int sock)
+{
+  errno = 0;
+  CO_EQ(sendmsg(sock, NULL, 0), -1);
+  CO_EQ(errno, EFAULT);
+  errno = 0;
+  CO_EQ(recvmsg(sock, NULL, MSG_DONTWAIT), -1);
+  CO_EQ(errno, EFAULT);
+}
+
+static void *no_msghdr_main(void *arg)
+{
+  no_msghdr(*(int *)arg);
+  return NULL;
+}
+
+Test(hook, sendmsg_and_recvmsg_without_a_msghdr_are_efault, .timeout = 30)
+{
+  int sv[2];
+  cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  no_msghdr(sv[0]);
+  rt_run(1, no_msghdr_main, &sv[0]);
+  rt_assert_clean();
+  close(sv[0]);
+  close(sv[1]);
 }
 
 /* ---- select's tv_usec, poll's twice-listed descriptor ------------------------------------ */
