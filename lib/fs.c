@@ -434,6 +434,10 @@ static ssize_t vec(int op, int fd, const struct iovec *iov, int iovcnt, off_t of
 {
   if (iovcnt < 0 || iovcnt > IOV_MAX)
     return -EINVAL;
+  /* The kernel says -EFAULT for a NULL array, but a plain thread's path
+   * reads the array itself first (to total it): say it here, for all. */
+  if (!iov && iovcnt > 0)
+    return -EFAULT;
   weft__fs_call c = {.op = op, .fd = fd, .buf = (void *)iov, .len = (uint64_t)iovcnt, .off = off};
   return weft__fs_run(&c, deadline);
 }

@@ -106,8 +106,9 @@ WEFT_API ssize_t weft_pwrite_dl(int fd, const void *buf, size_t n, off_t off,
 
 /* readv(2)/writev(2) at the file position (any descriptor: pipes and sockets
  * too), and preadv(2)/pwritev(2) at offset `off` (>= 0, else -EINVAL).
- * iovcnt 0..IOV_MAX (1024), else -EINVAL. The iovec array and the buffers
- * must stay valid until the call returns. Results as read(2)/write(2):
+ * iovcnt 0..IOV_MAX (1024), else -EINVAL; a NULL iov with iovcnt > 0 is
+ * -EFAULT. The iovec array and the buffers must stay valid until the call
+ * returns. Results as read(2)/write(2):
  * bytes transferred, possibly fewer than the total. */
 WEFT_API ssize_t weft_readv(int fd, const struct iovec *iov, int iovcnt);
 WEFT_API ssize_t weft_readv_dl(int fd, const struct iovec *iov, int iovcnt, int64_t deadline);

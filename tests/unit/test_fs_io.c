@@ -312,6 +312,55 @@ Test(fs, readv_writev_preadv_pwritev, .timeout = 30)
   rt_assert_no_leaks();
 }
 
+/* A NULL iovec array with entries to move is -EFAULT on every path - on
+ * io_uring, on the pool and on a plain thread, with or without a deadline
+ * (the plain thread's deadline path polls first) - and with none to move
+ * it is the empty transfer, as readv(2) has it. Nothing is read. */
+static void null_iov_calls(void)
+{
+  int p[2];
+  CO_EQ(pipe(p), 0);
+  CO_EQ(write(p[1], "data", 4), 4);
+  int64_t later = weft_now() + 10 * WEFT_SEC;
+  CO_EQ(weft_readv(p[0], NULL, 1), -EFAULT);
+  CO_EQ(weft_readv_dl(p[0], NULL, 2, later), -EFAULT);
+  CO_EQ(weft_writev(p[1], NULL, 1), -EFAULT);
+  CO_EQ(weft_writev_dl(p[1], NULL, 1, later), -EFAULT);
+  AT(f, "nulliov");
+  int fd = weft_open(f, O_RDWR | O_CREAT, 0600);
+  CO_CHECK(fd >= 0);
+  CO_EQ(weft_preadv(fd, NULL, 1, 0), -EFAULT);
+  CO_EQ(weft_preadv_dl(fd, NULL, 1, 0, later), -EFAULT);
+  CO_EQ(weft_pwritev(fd, NULL, 3, 0), -EFAULT);
+  CO_EQ(weft_pwritev_dl(fd, NULL, 1, 0, later), -EFAULT);
+  CO_EQ(weft_readv(p[0], NULL, 0), 0);
+  CO_EQ(weft_pwritev(fd, NULL, 0, 0), 0);
+  char b[8];
+  CO_EQ(read(p[0], b, sizeof(b)), 4); /* still there */
+  CO_EQ(weft_close(fd), 0);
+  CO_EQ(unlink(f), 0);
+  close(p[0]);
+  close(p[1]);
+}
+
+static void *null_iov_body(void *arg)
+{
+  (void)arg;
+  null_iov_calls();
+  atomic_store(&weft__fs_force_pool, true);
+  null_iov_calls();
+  atomic_store(&weft__fs_force_pool, false);
+  return NULL;
+}
+
+Test(fs, null_iovec_array_is_efault_on_every_path, .timeout = 30)
+{
+  rt_run(1, null_iov_body, NULL);
+  null_iov_calls(); /* and on this plain thread */
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
 /* ---- fsync, fallocate, ftruncate, stat ----------------------------------------------- */
 
 static void *sync_size_body(void *arg)
