@@ -220,10 +220,15 @@ int weft_blocking_dl(void *(*fn)(void *), void *arg, void **ret, int64_t deadlin
   if (r < 0) {
     /* Given up: drop the job if it has not started, else wait it out - fn
      * may be using memory of ours. */
-    if (!withdraw(p, &j))
-      wait_done(&j, WEFT_NO_DEADLINE, false);
-    else
+    if (withdraw(p, &j))
       return r;
+    wait_done(&j, WEFT_NO_DEADLINE, false);
+    /* -ENOMEM (no room for the deadline's timer) says the job did not
+     * run, and this one did: say what a bounded wait would have. */
+    if (r == -ENOMEM)
+      r = atomic_load_explicit(&t->cancelled, memory_order_relaxed) ? -ECANCELED
+          : dl >= 0 && dl <= weft__now()                             ? -ETIMEDOUT
+                                                                     : 0;
   }
   if (ret)
     *ret = j.ret;

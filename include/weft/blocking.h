@@ -31,7 +31,10 @@ extern "C" {
  * A job cannot be interrupted: if the deadline passes or the task is
  * cancelled while fn runs, the call still waits for fn to return (fn may use
  * the caller's memory), then returns -ETIMEDOUT / -ECANCELED (*ret is set).
- * If the job had not started yet it is dropped and the call returns at once. */
+ * If the job had not started yet it is dropped and the call returns at once.
+ * With no memory for the deadline's timer the same holds: a job not started
+ * is dropped (-ENOMEM: it did not run), a running one is waited for and the
+ * call returns 0, -ETIMEDOUT or -ECANCELED as above. */
 WEFT_API int weft_blocking(void *(*fn)(void *), void *arg, void **ret);
 WEFT_API int weft_blocking_dl(void *(*fn)(void *), void *arg, void **ret, int64_t deadline);
 

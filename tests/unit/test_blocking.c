@@ -15,6 +15,7 @@
 
 #include "fault.h"
 
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -441,4 +442,120 @@ Test(blocking, busy_pool_that_cannot_grow_queues_the_job, .timeout = 30)
   weft__fault_arm(WEFT__FAULT_THREAD, 0);
   rt_assert_clean();
   cr_assert_eq(atomic_load(&marker_runs), 1);
+}
+
+/* ---- no memory for the deadline's timer ---------------------------------------------- */
+
+/* A wait with a deadline arms a timer on the shard; when its heap cannot
+ * grow for it (-ENOMEM) a queued job is dropped - "the job did not run",
+ * as the header says of -ENOMEM - and a running one is waited for: it ran,
+ * so the call must not say -ENOMEM but what it says of any job that ran.
+ * Each part runs in a runtime of its own, whose timer heap is still empty:
+ * the wait's timer is the first, and its heap's allocation the one that
+ * fails. */
+static atomic_bool nomem_started, nomem_release;
+
+static void *nomem_blocker(void *arg)
+{
+  (void)arg;
+  atomic_store(&nomem_started, true);
+  while (!atomic_load(&nomem_release))
+    nap_us(200);
+  return NULL;
+}
+
+static void *nomem_occupy(void *arg)
+{
+  (void)arg;
+  CO_EQ(weft_blocking(nomem_blocker, NULL, NULL), 0);
+  return NULL;
+}
+
+static void *nomem_queued(void *arg)
+{
+  (void)arg;
+  weft_task *t;
+  CO_EQ(weft_spawn(&t, NULL, nomem_occupy, NULL), 0);
+  while (!atomic_load(&nomem_started)) { /* no timer of ours before the one that fails */
+    weft_yield();
+    nap_us(100);
+  }
+  weft__fault_arm(WEFT__FAULT_MALLOC, 1);
+  void *ret = (void *)(intptr_t)-5;
+  CO_EQ(weft_blocking_dl(marker_job, (void *)1, &ret, weft_now() + 60 * WEFT_SEC), -ENOMEM);
+  CO_EQ(atomic_load(&weft__fault_countdown[WEFT__FAULT_MALLOC]), 0); /* the heap's failed */
+  weft__fault_arm(WEFT__FAULT_MALLOC, 0);
+  CO_EQ((intptr_t)ret, -5);
+  CO_EQ(atomic_load(&marker_runs), 0); /* dropped: it never ran */
+  atomic_store(&nomem_release, true);
+  CO_EQ(weft_join(t, NULL), 0);
+  return NULL;
+}
+
+/* The running case needs the pool thread to take the job between the
+ * caller's submit and its arming of the timer, which the caller does
+ * without a pause. So the pool thread is made a real-time thread on the
+ * caller's CPU: the submit's wake-up hands it that CPU at once, and the
+ * caller goes on only when the job sleeps - after it has made the next
+ * allocation fail, which is the timer heap's. */
+static void *make_realtime(void *arg)
+{
+  cpu_set_t s;
+  CPU_ZERO(&s);
+  CPU_SET(*(int *)arg, &s);
+  struct sched_param sp = {.sched_priority = 1};
+  bool ok = sched_setaffinity(0, sizeof(s), &s) == 0 &&
+            sched_setscheduler(0, SCHED_FIFO, &sp) == 0;
+  return (void *)(intptr_t)ok;
+}
+
+static atomic_bool nomem_failed_first;
+
+static void *fail_next_alloc(void *arg)
+{
+  (void)arg;
+  weft__fault_arm(WEFT__FAULT_MALLOC, 1);
+  for (int i = 0; i < 100000 && atomic_load(&weft__fault_countdown[WEFT__FAULT_MALLOC]); i++)
+    nap_us(100);
+  atomic_store(&nomem_failed_first, !atomic_load(&weft__fault_countdown[WEFT__FAULT_MALLOC]));
+  weft__fault_arm(WEFT__FAULT_MALLOC, 0);
+  return (void *)(intptr_t)7;
+}
+
+static void *nomem_running(void *arg)
+{
+  int *realtime = arg;
+  int cpu = sched_getcpu();
+  void *ok = NULL;
+  CO_EQ(weft_blocking(make_realtime, &cpu, &ok), 0); /* the pool's one thread */
+  *realtime = ok != NULL;
+  if (!ok)
+    return NULL;
+  cpu_set_t s;
+  CPU_ZERO(&s);
+  CPU_SET(cpu, &s);
+  CO_EQ(sched_setaffinity(0, sizeof(s), &s), 0); /* this shard's thread */
+  void *ret = (void *)(intptr_t)-5;
+  CO_EQ(weft_blocking_dl(fail_next_alloc, NULL, &ret, weft_now() + 60 * WEFT_SEC), 0);
+  CO_CHECK(atomic_load(&nomem_failed_first)); /* the premise: the timer had no memory */
+  CO_EQ((intptr_t)ret, 7);
+  return NULL;
+}
+
+Test(blocking, no_memory_for_the_deadline_timer_drops_a_queued_job_waits_for_a_running_one,
+     .timeout = 60)
+{
+  weft_config c;
+  rt_cfg(&c, 1);
+  c.blocking_threads = 1;
+  int r = weft_run(&c, nomem_queued, NULL, NULL);
+  RT_SKIP_IF_NO_URING(r);
+  cr_assert_eq(r, 0);
+  rt_assert_clean();
+  int realtime = 0;
+  cr_assert_eq(weft_run(&c, nomem_running, &realtime, NULL), 0);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+  if (!realtime)
+    cr_skip_test("SCHED_FIFO is not allowed here: the running case was not tried");
 }
