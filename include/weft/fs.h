@@ -48,6 +48,10 @@
  *     and its data, so weft_read/weft_read_file behave as after open(2).
  *     Opening a FIFO for writing with no reader, which io_uring refuses with
  *     -ENXIO, is retried in blocking mode and waits for a reader as open(2).
+ *     On a kernel without io_uring's openat (before 5.6) the open runs on
+ *     the pool as open(2) instead: a FIFO open then waits for its peer
+ *     either way, and neither the deadline nor a cancel ends that wait (a
+ *     running pool job is waited for, see above).
  *   - Positional calls (weft_pread, weft_pwrite, weft_preadv, weft_pwritev
  *     and their full-length forms) on a pipe or socket may transfer at the
  *     stream position instead of failing with -ESPIPE: io_uring does not
@@ -77,7 +81,8 @@ struct statx;
 
 /* openat(2): a new descriptor (>= 0). flags and mode as for open(2); add
  * O_CLOEXEC yourself if you want it. In a coroutine the deadline ends a wait
- * for a FIFO's peer (see above); on a plain thread open(2) waits for it. */
+ * for a FIFO's peer (see above for kernels before 5.6); on a plain thread
+ * open(2) waits for it. */
 WEFT_API int weft_open(const char *path, int flags, mode_t mode);
 WEFT_API int weft_open_dl(const char *path, int flags, mode_t mode, int64_t deadline);
 WEFT_API int weft_openat(int dirfd, const char *path, int flags, mode_t mode);
