@@ -136,7 +136,9 @@ WEFT_API int weft_getsockname(int fd, struct sockaddr *addr, socklen_t *len);
  * only when one cannot be had on this system (-EAFNOSUPPORT,
  * -EADDRNOTAVAIL); another failure (-EADDRINUSE, -EACCES) is the result.
  * Names are resolved on the blocking pool (numeric hosts and ports are
- * parsed directly). Returns the descriptor, or -errno; name resolution
+ * parsed directly), so in a cancelled task or a passed deadline scope a
+ * name gives -ECANCELED / -ETIMEDOUT while a numeric host and port, which
+ * need no wait, still work. Returns the descriptor, or -errno; name resolution
  * failures map to -ENOENT (no such host or address family), -EAGAIN (the
  * name server did not answer: try again later), -ENOMEM, the system
  * error for EAI_SYSTEM, and -EINVAL for the rest (an unknown service name,

@@ -632,6 +632,35 @@ Test(net, socket_in_a_cancelled_task, .timeout = 30)
   rt_assert_no_leaks();
 }
 
+/* A name is resolved on the blocking pool, so a cancelled task or a passed
+ * deadline scope fails it; numeric hosts and ports need no wait and still
+ * give a socket (net.h). */
+static void *listen_when_cancelled_body(void *arg)
+{
+  (void)arg;
+  int64_t saved = weft_deadline_push(weft_now() - 1);
+  int fd = weft_tcp_listen("127.0.0.1", "0", 1);
+  CO_CHECK(fd >= 0);
+  close(fd);
+  CO_EQ(weft_tcp_listen("localhost", "0", 1), -ETIMEDOUT);
+  CO_EQ(weft_udp_bind("localhost", "0"), -ETIMEDOUT);
+  weft_deadline_pop(saved);
+  CO_EQ(weft_cancel(weft_task_self()), 0);
+  fd = weft_udp_bind("127.0.0.1", "0");
+  CO_CHECK(fd >= 0);
+  close(fd);
+  CO_EQ(weft_tcp_listen("localhost", "0", 1), -ECANCELED);
+  CO_EQ(weft_udp_bind("localhost", "0"), -ECANCELED);
+  return NULL;
+}
+
+Test(net, names_need_the_pool_numbers_do_not, .timeout = 30)
+{
+  rt_run(1, listen_when_cancelled_body, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
 /* The SOCKET op refused: socket(2) instead, same results. */
 static void *no_socket_op_body(void *arg)
 {
