@@ -232,6 +232,11 @@ static int flush_on(weft__shard *me, int64_t deadline)
       /* The marker goes behind every message to i, those still in the
        * backlog (waiting for SQEs) included. */
       while (ms->backlog_for[i] && weft__msg_send_backlog(me)) {
+        /* A cancel wins over a passed deadline, as in every other wait
+         * of a flush (the marker's op, the lanes' waiter): -ECANCELED
+         * whether or not a message still waits here. */
+        if (weft__self_cancelled())
+          return -ECANCELED;
         if (deadline >= 0 && weft_now() >= deadline)
           return -ETIMEDOUT;
         int r = weft_sleep(100 * WEFT_USEC); /* the loop submits meanwhile */

@@ -500,6 +500,43 @@ Test(msg, direct_message_without_an_sqe_waits_its_turn, .timeout = 60)
   rt_assert_clean();
 }
 
+/* A flush whose deadline has passed while a direct message still waits in
+ * the backlog for an SQE: -ETIMEDOUT - but in a cancelled task -ECANCELED,
+ * as from every other wait of a flush (the marker's op, the lanes' wait, a
+ * plain thread's flush): a cancel wins over a passed deadline. The message
+ * is sent from the backlog all the same. */
+static void *flush_past_backlog(void *arg)
+{
+  bool cancelled = arg != NULL;
+  weft__fault_arm(WEFT__FAULT_SQ_FULL, 1);
+  CO_EQ(weft_msg_send(1, TAG, cancelled ? 2 : 1), 0); /* waits in the backlog */
+  weft__fault_arm(WEFT__FAULT_SQ_FULL, 1);             /* still, when the flush looks */
+  if (cancelled)
+    CO_EQ(weft_cancel(weft_task_self()), 0);
+  CO_EQ(weft_msg_flush_rt(NULL, weft_now()), cancelled ? -ECANCELED : -ETIMEDOUT);
+  CO_EQ(atomic_load(&weft__fault_countdown[WEFT__FAULT_SQ_FULL]), 0);
+  return NULL;
+}
+
+static void *flush_past_backlog_main(void *arg)
+{
+  (void)arg;
+  CO_EQ(weft_join(spawn_on(0, flush_past_backlog, NULL), NULL), 0);
+  CO_EQ(weft_join(spawn_on(0, flush_past_backlog, (void *)1), NULL), -ECANCELED);
+  uint32_t vals[2] = {0, 0};
+  CO_EQ(weft_join(spawn_on(1, recv_two, vals), NULL), 0);
+  CO_EQ(vals[0], 1);
+  CO_EQ(vals[1], 2);
+  return NULL;
+}
+
+Test(msg, flush_in_a_cancelled_task_past_its_deadline_is_cancelled_with_a_backlog_too,
+     .timeout = 60)
+{
+  cr_assert_null(rt_run(2, flush_past_backlog_main, NULL));
+  rt_assert_clean();
+}
+
 /* Sends 42 to a receiver waiting on shard 1 (it stores it in vals[0]),
  * and the kernel refuses it: the resend comes when shard 0 next reaps,
  * once the caller suspends - after it has armed the faults that resend is
