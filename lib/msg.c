@@ -77,6 +77,26 @@ int weft_msg_send(int shard, uint16_t tag, uint32_t val)
   return weft_msg_send_rt(NULL, shard, tag, val);
 }
 
+/* Puts the direct messages of `me` to shard `to` that wait in its backlog
+ * (the SQ had no room) into the SQ, waiting for room while the loop
+ * submits, so that what goes into the SQ next is behind them. 0, or what
+ * ended the wait: -ECANCELED (a cancel wins over a passed deadline, as in
+ * every other wait), -ETIMEDOUT, -ENOMEM. Called by a coroutine running on
+ * me, which it keeps there (pinned_ops) while it waits. */
+static int backlog_out(weft__shard *me, int to, int64_t deadline)
+{
+  while (me->msg->backlog_for[to] && weft__msg_send_backlog(me)) {
+    if (weft__self_cancelled())
+      return -ECANCELED;
+    if (deadline >= 0 && weft_now() >= deadline)
+      return -ETIMEDOUT;
+    int r = weft_sleep(100 * WEFT_USEC); /* the loop submits meanwhile */
+    if (r < 0)
+      return r;
+  }
+  return 0;
+}
+
 int weft_msg_send_wait_rt(weft_runtime *rt, int shard, uint16_t tag, uint32_t val)
 {
   weft__shard *me, *to;
@@ -85,8 +105,17 @@ int weft_msg_send_wait_rt(weft_runtime *rt, int shard, uint16_t tag, uint32_t va
     return r;
   if (refused(to, tag))
     return -EAGAIN;
-  if (!me || !weft__task_self())
+  weft_task *t = weft__task_self();
+  if (!me || !t)
     return weft__ring_post_msg(to->ring_fd, ud_msg(WEFT_MSG_EXTERNAL, tag), val);
+  /* A ticketed message is a direct one: it goes behind those to `to` still
+   * waiting in the backlog for SQEs, never ahead of them (msg.h's order).
+   * The task stays on this shard meanwhile: the backlog is its. */
+  t->pinned_ops++;
+  r = backlog_out(me, to->id, WEFT_NO_DEADLINE);
+  t->pinned_ops--;
+  if (r < 0)
+    return r;
   weft__op op;
   struct io_uring_sqe *sqe = weft__op_begin(&op, WEFT_NO_DEADLINE);
   if (!sqe)
@@ -231,19 +260,9 @@ static int flush_on(weft__shard *me, int64_t deadline)
         break;
       /* The marker goes behind every message to i, those still in the
        * backlog (waiting for SQEs) included. */
-      while (ms->backlog_for[i] && weft__msg_send_backlog(me)) {
-        /* A cancel wins over a passed deadline, as in every other wait
-         * of a flush (the marker's op, the lanes' waiter): -ECANCELED
-         * whether or not a message still waits here. */
-        if (weft__self_cancelled())
-          return -ECANCELED;
-        if (deadline >= 0 && weft_now() >= deadline)
-          return -ETIMEDOUT;
-        int r = weft_sleep(100 * WEFT_USEC); /* the loop submits meanwhile */
-        if (r < 0)
-          return r;
-      }
-      int r = flush_marker(me, &rt->shards[i], deadline);
+      int r = backlog_out(me, i, deadline);
+      if (r == 0)
+        r = flush_marker(me, &rt->shards[i], deadline);
       if (r < 0)
         return r;
       /* A message refused before the marker was queued again when its

@@ -56,7 +56,8 @@
  * and then spins without ever suspending delays them. One that finds the SQ
  * full even after a submit (the kernel taking nothing more for the moment)
  * waits in the shard's backlog, with the later ones to the same target,
- * and is sent from there as room comes; a flush waits for them too.
+ * and is sent from there as room comes; a flush waits for them too, and so
+ * does a ticketed send to that target (it goes behind them).
  * Doorbells (a lane's or
  * a counter's) are submitted at once, so the target drains a lane while the
  * sender is still filling it. Plain threads send at once (a ring-less

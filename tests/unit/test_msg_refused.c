@@ -500,6 +500,32 @@ Test(msg, direct_message_without_an_sqe_waits_its_turn, .timeout = 60)
   rt_assert_clean();
 }
 
+/* A ticketed send behind a direct message waiting in the backlog (still
+ * there when the send looks): it is a direct message too, so it is posted
+ * after that one, never ahead of it - and when it returns both are there
+ * for a receive that does not wait. */
+static void *ticketed_behind_backlog_main(void *arg)
+{
+  (void)arg;
+  weft__fault_arm(WEFT__FAULT_SQ_FULL, 1);
+  CO_EQ(weft_msg_send(1, TAG, 1), 0); /* waits in the backlog */
+  weft__fault_arm(WEFT__FAULT_SQ_FULL, 1); /* still, when the ticketed send looks */
+  CO_EQ(weft_msg_send_wait(1, TAG, 2), 0);
+  CO_EQ(atomic_load(&weft__fault_countdown[WEFT__FAULT_SQ_FULL]), 0);
+  uint32_t got[4] = {0};
+  CO_EQ(weft_join(spawn_on(1, try_recv_all, got), NULL), 0);
+  CO_EQ(got[0], 2);
+  CO_EQ(got[1], 1);
+  CO_EQ(got[2], 2);
+  return NULL;
+}
+
+Test(msg, ticketed_send_goes_behind_a_direct_message_without_an_sqe, .timeout = 60)
+{
+  cr_assert_null(rt_run(2, ticketed_behind_backlog_main, NULL));
+  rt_assert_clean();
+}
+
 /* A flush whose deadline has passed while a direct message still waits in
  * the backlog for an SQE: -ETIMEDOUT - but in a cancelled task -ECANCELED,
  * as from every other wait of a flush (the marker's op, the lanes' wait, a
