@@ -106,8 +106,16 @@ int weft_msg_send_wait_rt(weft_runtime *rt, int shard, uint16_t tag, uint32_t va
   if (refused(to, tag))
     return -EAGAIN;
   weft_task *t = weft__task_self();
-  if (!me || !t)
+  if (!me || !t) {
+    /* Posted at once; but a coroutine of another runtime is a coroutine
+     * all the same: cancelled, or past its deadline scope, it sends
+     * nothing, as one of rt does (weft__op_prepare, below). */
+    if (t && atomic_load_explicit(&t->cancelled, memory_order_relaxed))
+      return -ECANCELED;
+    if (t && t->deadline >= 0 && t->deadline <= weft__now())
+      return -ETIMEDOUT;
     return weft__ring_post_msg(to->ring_fd, ud_msg(WEFT_MSG_EXTERNAL, tag), val);
+  }
   /* A ticketed message is a direct one: it goes behind those to `to` still
    * waiting in the backlog for SQEs, never ahead of them (msg.h's order).
    * The task stays on this shard meanwhile: the backlog is its. */

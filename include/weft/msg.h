@@ -133,9 +133,11 @@ WEFT_API int weft_msg_send_many_rt(weft_runtime *rt, int shard, const weft_msg *
 /* Sends (tag, val) to `shard` directly and returns once the kernel has
  * posted it to the target's ring: from then on it is found by a receive on
  * the target (weft_msg_try_recv included). Returns 0, or the kernel's error
- * (the message was not delivered), -ECANCELED if the coroutine is cancelled
- * before the message is submitted, -EAGAIN as weft_msg_send. On a plain
- * thread use _rt (posted synchronously, as weft_msg_send_rt). */
+ * (the message was not delivered), -ECANCELED if the calling coroutine (of
+ * any runtime: _rt from another one too) is cancelled before the message is
+ * submitted, -ETIMEDOUT if its deadline scope passes first, -EAGAIN as
+ * weft_msg_send. On a plain thread use _rt (posted synchronously, as
+ * weft_msg_send_rt). */
 WEFT_API int weft_msg_send_wait(int shard, uint16_t tag, uint32_t val);
 WEFT_API int weft_msg_send_wait_rt(weft_runtime *rt, int shard, uint16_t tag, uint32_t val);
 

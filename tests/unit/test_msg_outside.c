@@ -304,6 +304,52 @@ Test(msg, flush_from_another_runtime_suspends_the_coroutine, .timeout = 60)
   rt_assert_no_leaks();
 }
 
+/* ---- a ticketed send from a coroutine of another runtime --------------------------------- */
+
+/* Ticketed sends to shard 0 of `arg`'s runtime: past the deadline scope,
+ * then as usual, then in the cancelled task. Only the second may be sent. */
+static void *ticketed_in_a_coroutine(void *arg)
+{
+  weft_runtime *target = arg;
+  int64_t saved = weft_deadline_push(weft_now());
+  CO_EQ(weft_msg_send_wait_rt(target, 0, 6, 1), -ETIMEDOUT);
+  weft_deadline_pop(saved);
+  CO_EQ(weft_msg_send_wait_rt(target, 0, 6, 2), 0);
+  CO_EQ(weft_cancel(weft_task_self()), 0);
+  CO_EQ(weft_msg_send_wait_rt(target, 0, 6, 3), -ECANCELED);
+  return NULL;
+}
+
+/* Takes what this shard's queue holds without waiting: out[0] is how many. */
+static void *take_queued(void *arg)
+{
+  uint32_t *out = arg;
+  weft_msg m;
+  while (weft_msg_try_recv(&m, 0) == 0 && out[0] < 7)
+    out[1 + out[0]++] = m.val;
+  return NULL;
+}
+
+/* From a coroutine of another runtime the message is posted at once, but
+ * the caller is still a coroutine: cancelled, or past its deadline scope,
+ * it sends nothing, as a coroutine of the target's runtime does. */
+Test(msg, ticketed_send_from_another_runtime_honours_cancel_and_scope, .timeout = 60)
+{
+  weft_runtime *b = rt_start(2);
+  weft_runtime *a = rt_start(1);
+  cr_assert_eq(weft_join(rt_submit_on(b, 1, ticketed_in_a_coroutine, b), NULL), -ECANCELED);
+  cr_assert_eq(weft_join(rt_submit_on(a, 0, ticketed_in_a_coroutine, b), NULL), -ECANCELED);
+  rt_assert_clean();
+  uint32_t got[8] = {0};
+  cr_assert_eq(weft_join(rt_submit_on(b, 0, take_queued, got), NULL), 0);
+  cr_assert_eq(got[0], 2);
+  cr_assert_eq(got[1], 2);
+  cr_assert_eq(got[2], 2);
+  rt_stop_idle(a);
+  rt_stop_idle(b);
+  rt_assert_no_leaks();
+}
+
 /* Receives XF_N messages on this shard, waiting for them (no flush helps). */
 static void *xflush_recv_all(void *arg)
 {
