@@ -201,7 +201,11 @@ int weft_runtime_start(weft_runtime **out, const weft_config *cfg_in)
       r = -EAGAIN;
       break;
     }
+    /* pthread_create returns its error, but may leave errno set (a failed
+     * mmap of the thread's stack): the caller's errno is left as it was. */
+    int saved = errno;
     int e = pthread_create(&sh->thread, NULL, weft__shard_main, sh);
+    errno = saved;
     if (e) {
       r = -e;
       break;

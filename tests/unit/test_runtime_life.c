@@ -616,6 +616,41 @@ Test(runtime, start_failures_leave_nothing_behind, .timeout = 20)
   rt_stop_idle(rt);
 }
 
+/* A shard thread refused for real - the default thread stack is made larger
+ * than the address space, so glibc's mmap for it fails and sets errno -
+ * fails the start with -EAGAIN, and errno is still the caller's
+ * (weft/common.h), for weft_run as for weft_runtime_start. */
+Test(runtime, real_thread_failure_leaves_errno, .timeout = 20)
+{
+  weft_runtime *probe = rt_start(1); /* skips the test without io_uring */
+  cr_assert_eq(weft_runtime_stop(probe), 0);
+  pthread_attr_t old, huge;
+  cr_assert_eq(pthread_getattr_default_np(&old), 0);
+  cr_assert_eq(pthread_attr_init(&huge), 0);
+  cr_assert_eq(pthread_attr_setstacksize(&huge, (size_t)1 << 47), 0);
+  cr_assert_eq(pthread_setattr_default_np(&huge), 0);
+  weft_config c;
+  rt_cfg(&c, 2);
+  weft_runtime *rt = NULL;
+  errno = 4242;
+  int r = weft_runtime_start(&rt, &c);
+  int e = errno;
+  errno = 4242;
+  int r2 = weft_run(&c, count_run, NULL, NULL);
+  int e2 = errno;
+  cr_assert_eq(pthread_setattr_default_np(&old), 0);
+  pthread_attr_destroy(&huge);
+  pthread_attr_destroy(&old);
+  cr_assert_eq(r, -EAGAIN, "start: %d", r);
+  cr_assert_null(rt);
+  cr_assert_eq(e, 4242, "weft_runtime_start changed errno to %d", e);
+  cr_assert_eq(r2, -EAGAIN, "run: %d", r2);
+  cr_assert_eq(e2, 4242, "weft_run changed errno to %d", e2);
+  cr_assert_eq(atomic_load(&ran), 0);
+  rt = rt_start(2);
+  rt_stop_idle(rt);
+}
+
 Test(runtime, start_walks_every_allocation_failure, .timeout = 20)
 {
   weft_runtime *probe = rt_start(1);
