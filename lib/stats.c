@@ -109,6 +109,8 @@ int weft_dump(weft_runtime *rt, FILE *out)
     return -EPERM;
   if (!out)
     return -EINVAL;
+  /* stdio sets errno when a write fails; weft calls leave it alone. */
+  int saved = errno;
   int n = 0;
   for (int i = 0; i < rt->nshards; i++) {
     weft__shard *sh = &rt->shards[i];
@@ -130,5 +132,6 @@ int weft_dump(weft_runtime *rt, FILE *out)
     }
     weft__spin_unlock(&sh->list_lock);
   }
+  errno = saved;
   return n;
 }

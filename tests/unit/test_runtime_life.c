@@ -747,6 +747,33 @@ Test(runtime, stats_errors_and_dump, .timeout = 20)
   weft_event_destroy(ev);
 }
 
+/* A dump to a stream whose writes fail (the full device, unbuffered: every
+ * line is refused, and stdio sets errno) still lists the tasks, and errno
+ * is still the caller's (weft/common.h). */
+Test(runtime, dump_to_a_failing_stream_leaves_errno, .timeout = 20)
+{
+  FILE *f = fopen("/dev/full", "w");
+  if (!f)
+    cr_skip_test("no /dev/full here");
+  cr_assert_eq(setvbuf(f, NULL, _IONBF, 0), 0);
+  weft_runtime *rt = rt_start(1);
+  weft_event *ev;
+  cr_assert_eq(weft_event_create(&ev, 0), 0);
+  weft_task *t = rt_submit_on(rt, 0, named_waiter, ev);
+  cr_assert(RT_POLL(rt_dump_count(rt, " waiting") == 1), "the task never showed as waiting");
+  errno = 4242;
+  int n = weft_dump(rt, f);
+  int e = errno;
+  fclose(f);
+  cr_assert_eq(n, 1);
+  cr_assert_eq(e, 4242, "weft_dump changed errno to %d", e);
+  cr_assert_eq(weft_event_set(ev), 0);
+  cr_assert_eq(weft_join(t, NULL), 0);
+  rt_assert_clean();
+  rt_stop_idle(rt);
+  weft_event_destroy(ev);
+}
+
 /* ---- yield, sleep, the plain-thread side ------------------------------------------------ */
 
 struct order {
