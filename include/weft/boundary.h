@@ -85,7 +85,8 @@ WEFT_API void weft_boundary_destroy(weft_boundary *b);
  *   -EPIPE      the boundary is closed, or was closed during the call;
  *   -ENOMEM     no memory for the call (or for the deadline timer);
  *   any error a server passed to weft_boundary_fail();
- *   -EINVAL     b or resp NULL, unknown flags (not counted).
+ *   -EINVAL     b or resp NULL, unknown flags (not counted; *resp, if
+ *               any, is not written).
  * When the call returns, no server will look at req any more unless it
  * already received it (see weft_boundary_request()). */
 WEFT_API int weft_boundary_call(weft_boundary *b, void *req, void **resp, unsigned flags,
@@ -98,7 +99,8 @@ WEFT_API int weft_boundary_call(weft_boundary *b, void *req, void **resp, unsign
  * -ETIMEDOUT, -ECANCELED (the calling coroutine was cancelled while
  * waiting: a request already queued is taken even by a cancelled
  * coroutine, which must then answer it), -EPIPE (closed: closing empties
- * the queue), -ENOMEM (no deadline timer), -EINVAL (b or t NULL). */
+ * the queue), -ENOMEM (no deadline timer), or -EINVAL (b or t NULL; *t,
+ * if any, is not written). */
 WEFT_API int weft_boundary_recv(weft_boundary *b, weft_boundary_ticket **t, int64_t deadline);
 
 /* The req of t's call. It is valid while the call is not over; once

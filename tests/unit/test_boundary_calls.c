@@ -30,6 +30,7 @@ Test(boundary, bad_arguments_and_no_memory, .timeout = 30)
   cr_assert_eq(weft_boundary_call(b, NULL, &resp, 0x80, -1), -EINVAL);
   cr_assert_eq(resp, IP(7), "an -EINVAL call wrote *resp");
   cr_assert_eq(weft_boundary_recv(NULL, &t, -1), -EINVAL);
+  cr_assert_eq(t, IP(7), "an -EINVAL recv wrote *t");
   cr_assert_eq(weft_boundary_recv(b, NULL, -1), -EINVAL);
   cr_assert_eq(weft_boundary_respond(NULL, NULL), -EINVAL);
   cr_assert_eq(weft_boundary_fail(NULL, -EIO), -EINVAL);
