@@ -38,7 +38,9 @@ WEFT_API int weft_group_spawn(weft_group *g, const weft_spawn_opts *o, void *(*f
                               void *arg);
 
 /* Waits until every member spawned so far has returned; see above for the
- * result. _dl: -ETIMEDOUT when the deadline passes first. A coroutine that is
+ * result. _dl: -ETIMEDOUT when the deadline passes first; -ENOMEM in a
+ * coroutine when its shard's timer heap cannot grow for the deadline (the
+ * wait did not begin). A coroutine that is
  * itself cancelled gets -ECANCELED if it has to wait; with nothing to wait
  * for (no member left) it gets the result, as any wait that need not wait.
  * From plain threads too. */
@@ -64,7 +66,8 @@ WEFT_API int weft_cancel_token_create(weft_cancel_token **tok);
 WEFT_API int weft_cancel_token_cancel(weft_cancel_token *tok);
 WEFT_API bool weft_cancel_token_is_cancelled(const weft_cancel_token *tok);
 /* Waits until the token is cancelled: 0, -ETIMEDOUT, or -ECANCELED if the
- * waiting task itself is cancelled. */
+ * waiting task itself is cancelled; -ENOMEM in a coroutine when its shard's
+ * timer heap cannot grow for the deadline (the wait did not begin). */
 WEFT_API int weft_cancel_token_wait(weft_cancel_token *tok, int64_t deadline);
 WEFT_API void weft_cancel_token_destroy(weft_cancel_token *tok);
 

@@ -70,7 +70,9 @@
  * a NULL argument, and for calls without a runtime argument made outside one
  * (on a plain thread); -EPERM for the calls that need a coroutine of a shard
  * (receiving, counter takes, flushing); -EOPNOTSUPP when the kernel lacks
- * IORING_OP_MSG_RING (5.18), probed when the runtime starts.
+ * IORING_OP_MSG_RING (5.18), probed when the runtime starts; -ENOMEM from a
+ * coroutine's wait with a deadline (receiving, counter takes, flushing)
+ * when its shard's timer heap cannot grow for it (the wait did not begin).
  */
 #ifndef WEFT_MSG_H
 #define WEFT_MSG_H
