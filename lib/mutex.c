@@ -2,8 +2,8 @@
 /*
  * weft_mutex: a fair mutex for coroutines and plain threads.
  *
- * The lock word holds the owner's identity (a task pointer, or a plain
- * thread's tag address; both even) or 0, plus WEFT__MUTEX_WAITERS. Lock and
+ * The lock word holds the owner's identity (weft__sync_self(): a number
+ * naming the task or plain thread, even) or 0, plus WEFT__MUTEX_WAITERS. Lock and
  * unlock without contention are one compare-and-swap each: 0 -> self, and
  * self -> 0. The owner check for unlock (-EPERM) comes free with the second.
  *
@@ -39,22 +39,34 @@
 
 #include <errno.h>
 
-_Static_assert(alignof(weft_task) >= 2, "task identities must be even");
+/* Identities are numbers never given out twice, not addresses: the next
+ * task on a shard usually gets the memory of one that returned (the stack
+ * cache), the next thread the stack and thread-local block of one that
+ * exited (glibc's cache), and an address would make such a newcomer the
+ * owner of a mutex left locked by one that has gone - its unlock would
+ * succeed and its lock fail with -EDEADLK, where sync.h promises the mutex
+ * stays locked for ever. A task is its coroutine id (unique for the process)
+ * times 4; a plain thread gets a number of its own, times 4 plus 2. Both are
+ * even (bit 0 is WAITERS, and 1 is WEFT__ONCE_DONE) and never 0. */
+static _Atomic uint64_t next_thread_number;
+static __thread uintptr_t thread_identity;
 
-/* A plain thread's identity. Read only on a plain thread, which never
- * changes threads; noinline keeps the TLS address from being computed
- * where a coroutine could carry it across a switch. */
-static __thread uint64_t thread_tag;
-
+/* Read only on a plain thread, which never changes threads; noinline keeps
+ * the TLS address from being computed where a coroutine could carry it
+ * across a switch. */
 __attribute__((noinline)) static uintptr_t thread_self(void)
 {
-  return (uintptr_t)(void *)&thread_tag;
+  if (!thread_identity)
+    thread_identity =
+        (uintptr_t)(atomic_fetch_add_explicit(&next_thread_number, 1, memory_order_relaxed) << 2) |
+        2;
+  return thread_identity;
 }
 
 uintptr_t weft__sync_self(void)
 {
   weft_task *t = weft__task_self();
-  return t ? (uintptr_t)(void *)t : thread_self();
+  return t ? (uintptr_t)(t->coro.id << 2) : thread_self();
 }
 
 int weft_mutex_init(weft_mutex *pm)

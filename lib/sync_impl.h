@@ -63,9 +63,9 @@ typedef struct __attribute__((may_alias)) weft__once {
 
 #define SYNC_VIEW(type, p) ((type *)(void *)(p))
 
-/* Who is calling, as a nonzero even number: the running task (a stealable
- * one keeps its identity across shards), or on a plain thread the address
- * of a thread-local tag. */
+/* Who is calling, as a nonzero even number never given to anyone else: the
+ * running task (a stealable one keeps its identity across shards), or the
+ * plain thread (see mutex.c). */
 uintptr_t weft__sync_self(void);
 
 /* Locks m for a condition-variable waiter that must get it back: waits as

@@ -234,6 +234,84 @@ Test(sync_prims, mutex_errors_trylock_and_deadlines, .timeout = 30)
   rt_assert_no_leaks();
 }
 
+/* ---- mutex: an owner that has gone ---------------------------------------------------- */
+
+/* A task that returns while holding a mutex leaves it locked for ever, and so
+ * does a plain thread that exits (sync.h): whoever comes later is not the
+ * owner - its unlock is -EPERM, its lock waits (-ETIMEDOUT past a deadline,
+ * not -EDEADLK), its cond wait is -EPERM. The next task on a shard usually
+ * gets the memory of the one that returned (the shard's stack cache), and the
+ * next thread the stack and thread-local block of the one that exited
+ * (glibc's stack cache): the heirs are run until one sits where the locker
+ * sat, and each must be a stranger to m. */
+struct gone {
+  weft_mutex m;
+  weft_cond c;
+  uintptr_t where;       /* the locker's weft_task_self(), or pthread_self() */
+  int heirs_there;       /* heirs that ran at that same address */
+};
+
+static uintptr_t whereabouts(void)
+{
+  weft_task *t = weft_task_self();
+  return t ? (uintptr_t)(void *)t : (uintptr_t)pthread_self();
+}
+
+static void *lock_and_leave(void *arg)
+{
+  struct gone *g = arg;
+  CO_EQ(weft_mutex_lock(&g->m), 0);
+  g->where = whereabouts();
+  return NULL; /* still holding m */
+}
+
+static void *heir(void *arg)
+{
+  struct gone *g = arg;
+  if (whereabouts() == g->where)
+    g->heirs_there++;
+  CO_EQ(weft_mutex_unlock(&g->m), -EPERM);
+  CO_EQ(weft_mutex_trylock(&g->m), -EBUSY);
+  CO_EQ(weft_mutex_lock_dl(&g->m, weft_now() - 1), -ETIMEDOUT);
+  CO_EQ(weft_cond_wait_dl(&g->c, &g->m, weft_now() - 1), -EPERM);
+  return NULL;
+}
+
+#define HEIRS 64
+
+static void *gone_task_main(void *arg)
+{
+  struct gone *g = arg;
+  weft_task *t;
+  CO_EQ(rt_spawn(&t, WEFT_PLACE_PINNED, 0, lock_and_leave, g), 0);
+  CO_EQ(rt_join_int(t), 0);
+  for (int i = 0; i < HEIRS && !g->heirs_there; i++) {
+    CO_EQ(rt_spawn(&t, WEFT_PLACE_PINNED, 0, heir, g), 0);
+    CO_EQ(rt_join_int(t), 0);
+  }
+  return NULL;
+}
+
+Test(sync_prims, mutex_left_locked_by_a_gone_owner_stays_locked, .timeout = 30)
+{
+  struct gone g = {.m = WEFT_MUTEX_INIT, .c = WEFT_COND_INIT};
+  rt_run(1, gone_task_main, &g);
+  rt_assert_clean();
+  cr_assert_eq(weft_mutex_destroy(&g.m), -EBUSY);
+
+  struct gone h = {.m = WEFT_MUTEX_INIT, .c = WEFT_COND_INIT};
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, lock_and_leave, &h), 0);
+  pthread_join(th, NULL);
+  for (int i = 0; i < HEIRS && !h.heirs_there; i++) {
+    cr_assert_eq(pthread_create(&th, NULL, heir, &h), 0);
+    pthread_join(th, NULL);
+  }
+  rt_assert_clean();
+  cr_assert_eq(weft_mutex_destroy(&h.m), -EBUSY);
+  rt_assert_no_leaks();
+}
+
 /* ---- cancellation of every kind of wait ------------------------------------------------- */
 
 enum wait_kind { W_LOCK, W_LOCK_DL, W_COND, W_SEM, W_SEM_DL, W_WG, W_ONCE, W_KINDS };
