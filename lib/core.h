@@ -332,6 +332,13 @@ extern void (*weft__test_cancel_pause)(void);
 /* Tests only: called (if set) by a canceller between claiming a task's
  * waiter and taking it off its queue (weft__task_cancel_wait). */
 extern void (*weft__test_claim_pause)(void);
+/* Tests only: called (if set) by a waker that has published, under a wait
+ * queue's lock, a state callers see without the lock (a permit, a zero
+ * count, a finished once, a set event, a free mutex), before it lets go of
+ * the lock; and by a caller that saw such a state while the lock was still
+ * held, before it waits for the waker to let go (weft__waitq_settle). */
+extern void (*weft__test_publish_pause)(void);
+extern void (*weft__test_settle_pause)(void);
 /* Tests only: called (if set) by a boundary caller between queuing its
  * request and waiting for the outcome (weft_boundary_call). */
 extern void (*weft__test_call_queued_pause)(void);
@@ -625,6 +632,19 @@ static inline void weft__waiters_complete(weft__waiter *list, int result)
 /* Takes up to `max` waiters of q under its lock and completes them with
  * `result` after it. */
 void weft__waitq_release(weft__waitq *q, int64_t max, int result);
+/* For a caller that found, without q's lock, a state a waker publishes
+ * under it (a permit, a zero count, a finished once, a set event, a free
+ * mutex): waits until that waker has let go of q's lock. The caller may
+ * free the object as soon as it returns - a wait ended by the waker allows
+ * that, since the waker completes its waiters only after it let go - and
+ * the waker's unlock is its last touch of the object. One load when the
+ * lock is free (see waitq.c for why it suffices). */
+void weft__waitq_settle_slow(weft__waitq *q);
+static inline void weft__waitq_settle(weft__waitq *q)
+{
+  if (atomic_load_explicit(&q->lock.held, memory_order_acquire))
+    weft__waitq_settle_slow(q);
+}
 /* Blocks or suspends the caller in w (already appended, q unlocked) until it
  * is completed or the deadline passes (-ETIMEDOUT) or the task is cancelled
  * (-ECANCELED). Returns w's result. */

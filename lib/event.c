@@ -29,6 +29,11 @@ int weft_event_create(weft_event **out, unsigned flags)
 
 void weft_event_destroy(weft_event *ev)
 {
+  /* A waiter may destroy the event as soon as its wait returned, and a
+   * wait that found the event set without waiting returns while the set()
+   * may still hold the queue's lock: let it go first. */
+  if (ev)
+    weft__waitq_settle(&ev->q);
   free(ev);
 }
 
@@ -47,6 +52,8 @@ int weft_event_set(weft_event *ev)
     atomic_store_explicit(&ev->set, 1, memory_order_release);
     ready = weft__waitq_take(&ev->q, INT64_MAX, NULL);
   }
+  if (weft__test_publish_pause)
+    weft__test_publish_pause();
   weft__spin_unlock(&ev->q.lock);
   weft__waiters_complete(ready, 0);
   return 0;

@@ -30,6 +30,12 @@
  * costs a cross-shard wake-up. With it, the relocker waits the moment the
  * woken owner needs, takes the mutex free, and the hand-overs stop.
  *
+ * An unlock whose waiters had all given up frees the mutex under q.lock: a
+ * locker that takes it lock-free then waits for that unlock to let go of
+ * q.lock (weft__waitq_settle) before returning, so that it may unlock and
+ * free the mutex at once - as it may after a hand-over, which the unlock
+ * completes only once it let go.
+ *
  * Invariant (under q.lock): a non-empty queue means the mutex is held and
  * WAITERS is set. WAITERS may be left set with an empty queue after waiters
  * gave up; the locker that gave up clears it when the queue is empty, and
@@ -95,6 +101,13 @@ static bool try_fast(weft__mutex *m, uintptr_t self)
   uintptr_t free_word = 0;
   return atomic_compare_exchange_strong_explicit(&m->state, &free_word, self,
                                                  memory_order_acquire, memory_order_relaxed);
+}
+
+/* The mutex was taken lock-free (try_fast, spin_take): see the top. */
+static int taken(weft__mutex *m)
+{
+  weft__waitq_settle(&m->q);
+  return 0;
 }
 
 /* How long a locker spins on a held mutex before it queues (see above): a
@@ -182,7 +195,7 @@ int weft_mutex_lock_dl(weft_mutex *pm, int64_t deadline)
   weft__mutex *m = SYNC_VIEW(weft__mutex, pm);
   uintptr_t self = weft__sync_self();
   if (try_fast(m, self) || spin_take(m, self, deadline))
-    return 0;
+    return taken(m);
   return lock_slow(m, self, deadline, false);
 }
 
@@ -195,13 +208,16 @@ int weft_mutex_trylock(weft_mutex *pm)
 {
   if (!pm)
     return -EINVAL;
-  return try_fast(SYNC_VIEW(weft__mutex, pm), weft__sync_self()) ? 0 : -EBUSY;
+  weft__mutex *m = SYNC_VIEW(weft__mutex, pm);
+  return try_fast(m, weft__sync_self()) ? taken(m) : -EBUSY;
 }
 
 void weft__mutex_relock(weft_mutex *pm, uintptr_t self)
 {
   weft__mutex *m = SYNC_VIEW(weft__mutex, pm);
-  if (!try_fast(m, self) && !spin_take(m, self, WEFT_NO_DEADLINE))
+  if (try_fast(m, self) || spin_take(m, self, WEFT_NO_DEADLINE))
+    (void)taken(m);
+  else
     (void)lock_slow(m, self, WEFT_NO_DEADLINE, true); /* cannot fail: see the callers */
 }
 
@@ -217,6 +233,8 @@ static void unlock_slow(weft__mutex *m)
     next = (uintptr_t)w->data | (m->q.head ? WEFT__MUTEX_WAITERS : 0);
   /* Release: the next owner sees everything done under the mutex. */
   atomic_store_explicit(&m->state, next, memory_order_release);
+  if (weft__test_publish_pause)
+    weft__test_publish_pause();
   weft__spin_unlock(&m->q.lock);
   weft__waiters_complete(w, 0);
 }

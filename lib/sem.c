@@ -12,6 +12,11 @@
  * A waiter whose deadline or cancel claimed it first is skipped by release
  * (the claim decides), so a permit is never lost to a waiter that gave up
  * and never handed out twice.
+ *
+ * A permit taken lock-free may have been added by a release that still
+ * holds q.lock: the taker waits for it to let go (weft__waitq_settle)
+ * before returning, so that it may free the semaphore at once - as it may
+ * after a wait, which the release completes only once it let go.
  */
 #include "sync_impl.h"
 
@@ -54,8 +59,10 @@ int weft_sem_acquire_dl(weft_sem *ps, int64_t deadline)
   if (!ps)
     return -EINVAL;
   weft__sem *s = SYNC_VIEW(weft__sem, ps);
-  if (take(s))
+  if (take(s)) {
+    weft__waitq_settle(&s->q);
     return 0;
+  }
   weft__waiter w;
   weft__waiter_init(&w);
   weft__spin_lock(&s->q.lock);
@@ -79,7 +86,11 @@ int weft_sem_try_acquire(weft_sem *ps)
 {
   if (!ps)
     return -EINVAL;
-  return take(SYNC_VIEW(weft__sem, ps)) ? 0 : -EAGAIN;
+  weft__sem *s = SYNC_VIEW(weft__sem, ps);
+  if (!take(s))
+    return -EAGAIN;
+  weft__waitq_settle(&s->q);
+  return 0;
 }
 
 int weft_sem_release(weft_sem *ps, int64_t n)
@@ -104,6 +115,8 @@ int weft_sem_release(weft_sem *ps, int64_t n)
   weft__waiter *ready = weft__waitq_take(&s->q, n, &handed);
   if (n > handed)
     atomic_fetch_add_explicit(&s->value, n - handed, memory_order_release);
+  if (weft__test_publish_pause)
+    weft__test_publish_pause();
   weft__spin_unlock(&s->q.lock);
   weft__waiters_complete(ready, 0);
   return 0;

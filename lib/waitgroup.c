@@ -10,6 +10,12 @@
  * releases every waiter then queued - none is missed, and none is released
  * early (a waiter queued after a wait group went back above zero waits for
  * the next zero).
+ *
+ * A caller that sees the final state lock-free may see it before the waker
+ * has let go of the lock: it waits for that (weft__waitq_settle) before
+ * returning, so that it may free the object at once - a wait group on its
+ * stack, say - as it may after a wait, which the waker completes only once
+ * it let go.
  */
 #include "sync_impl.h"
 
@@ -35,6 +41,8 @@ static int wait_until(weft__waitq *q, bool (*done)(void *), void *arg, int64_t d
 static void release_all(weft__waitq *q)
 {
   weft__waiter *ready = weft__waitq_take(q, INT64_MAX, NULL);
+  if (weft__test_publish_pause)
+    weft__test_publish_pause();
   weft__spin_unlock(&q->lock);
   weft__waiters_complete(ready, 0);
 }
@@ -102,8 +110,10 @@ int weft_waitgroup_wait_dl(weft_waitgroup *pwg, int64_t deadline)
   if (!pwg)
     return -EINVAL;
   weft__waitgroup *wg = SYNC_VIEW(weft__waitgroup, pwg);
-  if (wg_zero(wg))
+  if (wg_zero(wg)) {
+    weft__waitq_settle(&wg->q);
     return 0;
+  }
   return wait_until(&wg->q, wg_zero, wg, deadline);
 }
 
@@ -132,7 +142,11 @@ static bool once_done(void *arg)
 
 bool weft_once_done(const weft_once_flag *po)
 {
-  return po && once_done((void *)(uintptr_t)po);
+  weft__once *o = SYNC_VIEW(weft__once, (weft_once_flag *)(uintptr_t)po);
+  if (!o || !once_done(o))
+    return false;
+  weft__waitq_settle(&o->q); /* as weft_once's fast path */
+  return true;
 }
 
 int weft_once_dl(weft_once_flag *po, void (*fn)(void *), void *arg, int64_t deadline)
@@ -140,8 +154,10 @@ int weft_once_dl(weft_once_flag *po, void (*fn)(void *), void *arg, int64_t dead
   if (!po || !fn)
     return -EINVAL;
   weft__once *o = SYNC_VIEW(weft__once, po);
-  if (once_done(o))
+  if (once_done(o)) {
+    weft__waitq_settle(&o->q);
     return 0;
+  }
   uintptr_t self = weft__sync_self();
   uintptr_t s = 0;
   if (atomic_compare_exchange_strong_explicit(&o->state, &s, self, memory_order_acquire,
@@ -154,8 +170,10 @@ int weft_once_dl(weft_once_flag *po, void (*fn)(void *), void *arg, int64_t dead
     release_all(&o->q);
     return 0;
   }
-  if (s == WEFT__ONCE_DONE)
+  if (s == WEFT__ONCE_DONE) {
+    weft__waitq_settle(&o->q);
     return 0;
+  }
   if (s == self)
     return -EDEADLK; /* fn calls weft_once on its own once */
   return wait_until(&o->q, once_done, o, deadline);

@@ -52,6 +52,18 @@ void weft__waitq_release(weft__waitq *q, int64_t max, int result)
   weft__waiters_complete(list, result);
 }
 
+/* The caller saw the published state with an acquire load (or CAS), and
+ * the waker stored it after taking q's lock: so this load cannot return a
+ * value older than the waker's lock, and "free" is its unlock or a later
+ * one - after which the waker does not touch the object. */
+void weft__waitq_settle_slow(weft__waitq *q)
+{
+  if (weft__test_settle_pause)
+    weft__test_settle_pause();
+  while (atomic_load_explicit(&q->lock.held, memory_order_acquire))
+    weft__cpu_relax();
+}
+
 /* Takes a claimed waiter off its queue, if a signaller has not already. */
 static void unqueue(weft__waiter *w)
 {
@@ -204,3 +216,5 @@ void weft__task_cancel_wait(weft_task *t)
 }
 
 void (*weft__test_claim_pause)(void);
+void (*weft__test_publish_pause)(void);
+void (*weft__test_settle_pause)(void);

@@ -30,7 +30,8 @@ typedef struct weft_event weft_event;
 /* Creates an unset event. Returns 0, -EINVAL (NULL or unknown flags), -ENOMEM. */
 WEFT_API int weft_event_create(weft_event **ev, unsigned flags);
 
-/* Frees an event nobody waits on any more. */
+/* Frees an event nobody waits on any more - a waiter may, as soon as its
+ * wait returned (a set() still finishing is let through first). */
 WEFT_API void weft_event_destroy(weft_event *ev);
 
 /* Sets the event (see WEFT_EVENT_AUTO_RESET). Returns 0 or -EINVAL. Never
@@ -58,7 +59,11 @@ WEFT_API int weft_event_wait_dl(weft_event *ev, int64_t deadline);
  * usable from coroutines on any shard of any runtime and from plain threads
  * at the same time. Their fields are weft's: never read or write them; the
  * layout only exists so that the objects can be allocated without a call.
- * An object must not be moved or copied once it is in use.
+ * An object must not be moved or copied once it is in use. Its storage may
+ * go (a stack frame returns) as soon as no call on it is in progress - also
+ * right after a call that got what it wanted without waiting, such as the
+ * last wait on a wait group, which returns only once the call that provided
+ * it (the last done()) is through with the object.
  *
  * Every call that can wait has a _dl() variant with an absolute deadline
  * (-ETIMEDOUT once it passes; -ENOMEM if the shard's timer heap cannot grow

@@ -5,7 +5,7 @@
  * by coroutines and the reverse, argument errors, cancellation, and a
  * timeout racing a set many times over (no signal may be lost or doubled).
  */
-#include "rt_helpers.h"
+#include "rt_internal.h"
 
 #include "fault.h"
 
@@ -575,4 +575,78 @@ Test(sync, timeout_racing_set_loses_no_signal, .timeout = 45)
   cr_assert_eq(weft_join(tw, NULL), 0);
   race_check(&r, "plain-thread setter");
   rt_stop_idle(rt);
+}
+
+/* ---- destroyed as soon as the wait returned ------------------------------------------------
+ * A waiter may destroy the event once its wait returned (sync.h: "nobody
+ * waits on it any more"), and so may a canceller of a token once its
+ * weft_cancel_token_wait returned. A wait that was woken is completed by
+ * the set() after it let go of the event, but one that found the event set
+ * without waiting returns while the set() may still be inside, about to let
+ * go of the event's lock: the destroy must not free the event under it.
+ * The set() is held there (rt_publish_hold) while a plain thread waits and
+ * destroys. */
+static int wait_and_destroy(void *ev)
+{
+  int r = weft_event_wait(ev);
+  weft_event_destroy(ev);
+  return r;
+}
+
+static int token_wait_and_destroy(void *tok)
+{
+  int r = weft_cancel_token_wait(tok, WEFT_NO_DEADLINE);
+  weft_cancel_token_destroy(tok);
+  return r;
+}
+
+struct destroyer {
+  int (*call)(void *);
+  void *obj;
+  int result;
+  bool early;            /* destroyed while set() was still held */
+};
+
+static void *destroyer(void *arg)
+{
+  struct destroyer *d = arg;
+  d->early = rt_call_while_held(d->call, d->obj, &d->result);
+  return NULL;
+}
+
+static void destroy_while_set_held(const char *what, int (*call)(void *), void *obj,
+                                   int (*set)(void *))
+{
+  struct destroyer d = {.call = call, .obj = obj, .result = -1};
+  pthread_t th;
+  rt_publish_hold();
+  cr_assert_eq(pthread_create(&th, NULL, destroyer, &d), 0);
+  cr_assert_eq(set(obj), 0);
+  pthread_join(th, NULL);
+  rt_publish_unhold();
+  cr_expect(!d.early, "%s: destroyed while the set was still in its call", what);
+  cr_expect_eq(d.result, 0, "%s: %d", what, d.result);
+}
+
+static int set_it(void *ev)
+{
+  return weft_event_set(ev);
+}
+
+static int cancel_token(void *tok)
+{
+  return weft_cancel_token_cancel(tok);
+}
+
+Test(sync, destroy_right_after_a_wait_that_need_not_wait, .timeout = 20)
+{
+  weft_event *ev;
+  cr_assert_eq(weft_event_create(&ev, 0), 0);
+  destroy_while_set_held("manual reset", wait_and_destroy, ev, set_it);
+  cr_assert_eq(weft_event_create(&ev, WEFT_EVENT_AUTO_RESET), 0);
+  destroy_while_set_held("auto reset", wait_and_destroy, ev, set_it);
+  weft_cancel_token *tok;
+  cr_assert_eq(weft_cancel_token_create(&tok), 0);
+  destroy_while_set_held("cancel token", token_wait_and_destroy, tok, cancel_token);
+  rt_assert_no_leaks();
 }

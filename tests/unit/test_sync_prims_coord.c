@@ -545,3 +545,88 @@ Test(sync_prims, null_arguments_are_einval, .timeout = 10)
   cr_assert_eq(weft_mutex_destroy(&m), 0);
   cr_assert_eq(weft_cond_destroy(&c), 0);
 }
+
+/* ---- a call that need not wait returns after its waker let go ------------------------------ */
+
+/* A caller may let a semaphore, wait group or once flag go as soon as its
+ * call returned - one on its stack, say, once the worker it waits for has
+ * released its permit or counted down: a call that waited is completed
+ * only after the waker let go of the object. One that found the permit,
+ * the zero or the finished once without waiting must not return earlier
+ * either: the waker published that state under the object's lock and still
+ * writes the lock after. The waker is held there (rt_publish_hold) while a
+ * plain thread makes the call. */
+struct early_call {
+  int (*call)(void *);
+  void *obj;
+  int result;
+  bool early;            /* returned while the waker was still held */
+};
+
+static void *early_caller(void *arg)
+{
+  struct early_call *e = arg;
+  e->early = rt_call_while_held(e->call, e->obj, &e->result);
+  return NULL;
+}
+
+static int sem_try(void *s)
+{
+  return weft_sem_try_acquire(s);
+}
+
+static int sem_take(void *s)
+{
+  return weft_sem_acquire_dl(s, weft_now() + 60 * WEFT_SEC);
+}
+
+static int wg_wait(void *wg)
+{
+  return weft_waitgroup_wait(wg);
+}
+
+static int once_again(void *o)
+{
+  return weft_once(o, never_called, NULL);
+}
+
+static int once_seen_done(void *o)
+{
+  return weft_once_done(o) ? 0 : -1;
+}
+
+enum waker { WAKE_RELEASE, WAKE_DONE, WAKE_ONCE };
+
+static void call_while_waker_held(const char *what, int (*call)(void *), void *obj,
+                                  enum waker waker)
+{
+  struct early_call e = {.call = call, .obj = obj, .result = -1};
+  pthread_t th;
+  rt_publish_hold();
+  cr_assert_eq(pthread_create(&th, NULL, early_caller, &e), 0);
+  switch (waker) {
+  case WAKE_RELEASE: cr_assert_eq(weft_sem_release(obj, 1), 0); break;
+  case WAKE_DONE: cr_assert_eq(weft_waitgroup_done(obj), 0); break;
+  case WAKE_ONCE: cr_assert_eq(weft_once(obj, noop, NULL), 0); break;
+  }
+  pthread_join(th, NULL);
+  rt_publish_unhold();
+  cr_expect(!e.early, "%s returned while its waker was still in its call", what);
+  cr_expect_eq(e.result, 0, "%s: %d", what, e.result);
+}
+
+Test(sync_prims, calls_that_need_not_wait_return_after_their_waker, .timeout = 30)
+{
+  weft_sem s = WEFT_SEM_INIT(0);
+  call_while_waker_held("sem_try_acquire", sem_try, &s, WAKE_RELEASE);
+  call_while_waker_held("sem_acquire_dl", sem_take, &s, WAKE_RELEASE);
+  cr_assert_eq(weft_sem_value(&s), 0);
+  weft_waitgroup wg = WEFT_WAITGROUP_INIT;
+  cr_assert_eq(weft_waitgroup_add(&wg, 1), 0);
+  call_while_waker_held("waitgroup_wait", wg_wait, &wg, WAKE_DONE);
+  weft_once_flag o = WEFT_ONCE_INIT;
+  call_while_waker_held("once", once_again, &o, WAKE_ONCE);
+  cr_assert(weft_once_done(&o));
+  weft_once_flag o2 = WEFT_ONCE_INIT;
+  call_while_waker_held("once_done", once_seen_done, &o2, WAKE_ONCE);
+}

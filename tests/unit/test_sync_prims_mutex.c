@@ -312,6 +312,79 @@ Test(sync_prims, mutex_left_locked_by_a_gone_owner_stays_locked, .timeout = 30)
   rt_assert_no_leaks();
 }
 
+/* ---- mutex: freed by an unlock whose waiters all gave up ---------------------------------- */
+
+/* An unlock that finds only waiters that gave up (their deadline or cancel
+ * claimed them, and they are still queued) frees the mutex under its queue's
+ * lock and lets go of that lock after. A trylock (or lock) that takes the
+ * free mutex meanwhile must not return before that - its caller may unlock
+ * and free the mutex at once, as after a hand-over. The waiter that gave up:
+ * a coroutine cancelled by this thread, which is held between the claim and
+ * the unqueue (weft__test_claim_pause) and unlocks there; the unlock is held
+ * in turn (rt_publish_hold) while a plain thread tries the mutex. */
+static weft_mutex *unlock_at_claim_m;
+
+static void unlock_at_claim(void)
+{
+  weft_mutex *m = unlock_at_claim_m;
+  unlock_at_claim_m = NULL;
+  if (m)
+    CO_EQ(weft_mutex_unlock(m), 0);
+}
+
+static void *lock_forever(void *arg)
+{
+  return (void *)(intptr_t)weft_mutex_lock(arg);
+}
+
+static int try_and_unlock(void *m)
+{
+  int r = weft_mutex_trylock(m);
+  if (r == 0)
+    CO_EQ(weft_mutex_unlock(m), 0);
+  return r;
+}
+
+struct early_try {
+  weft_mutex *m;
+  int result;
+  bool early;
+};
+
+static void *early_try(void *arg)
+{
+  struct early_try *e = arg;
+  e->early = rt_call_while_held(try_and_unlock, e->m, &e->result);
+  return NULL;
+}
+
+Test(sync_prims, lock_taken_from_an_unlock_with_only_stale_waiters_returns_after_it, .timeout = 30)
+{
+  weft_runtime *rt = rt_start(1);
+  weft_mutex m = WEFT_MUTEX_INIT;
+  cr_assert_eq(weft_mutex_lock(&m), 0);
+  weft_task *t = submit_on(rt, WEFT_PLACE_PINNED, 0, lock_forever, &m);
+  cr_assert(RT_POLL(queued(&m.q_) == 1));
+  struct early_try e = {.m = &m, .result = -1};
+  pthread_t th;
+  rt_publish_hold();
+  cr_assert_eq(pthread_create(&th, NULL, early_try, &e), 0);
+  unlock_at_claim_m = &m;
+  weft__test_claim_pause = unlock_at_claim;
+  cr_assert_eq(weft_cancel(t), 0);
+  weft__test_claim_pause = NULL;
+  pthread_join(th, NULL);
+  rt_publish_unhold();
+  cr_assert_null(unlock_at_claim_m, "the cancel never claimed the waiter");
+  void *v = NULL;
+  cr_assert_eq(weft_join(t, &v), -ECANCELED);
+  cr_assert_eq((intptr_t)v, -ECANCELED);
+  cr_expect(!e.early, "trylock returned while the unlock was still in its call");
+  cr_expect_eq(e.result, 0);
+  cr_assert_eq(weft_mutex_destroy(&m), 0);
+  finish(rt);
+}
+
 /* ---- cancellation of every kind of wait ------------------------------------------------- */
 
 enum wait_kind { W_LOCK, W_LOCK_DL, W_COND, W_SEM, W_SEM_DL, W_WG, W_ONCE, W_KINDS };
