@@ -66,8 +66,10 @@ typedef struct weft_interval weft_interval;
 /* Returns 0, -EINVAL (period <= 0, bad `missed`, NULL), -ENOMEM. */
 WEFT_API int weft_interval_create(weft_interval **iv, int64_t period, int64_t start, int missed);
 
-/* Waits for the next tick; returns 0, -ECANCELED, or -ETIMEDOUT when a
- * deadline scope ends first. Also on plain threads. */
+/* Waits for the next tick; returns 0, -ECANCELED, -ETIMEDOUT when a
+ * deadline scope ends first, -ENOMEM (a coroutine whose shard's timer heap
+ * cannot grow: the wait did not begin), -EINVAL for NULL. Also on plain
+ * threads. */
 WEFT_API int weft_interval_next(weft_interval *iv);
 
 /* When the next tick is due (absolute ns). */
