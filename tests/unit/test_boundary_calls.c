@@ -59,6 +59,20 @@ Test(boundary, bad_arguments_and_no_memory, .timeout = 30)
   rt_assert_no_leaks();
 }
 
+/* For the tests of a call whose deadline timer gets no memory: a 2-shard
+ * runtime, a boundary of 4 places, and caller c (request req) running fn
+ * pinned to shard 1, whose timer heap nothing has used yet. */
+static weft_task *call_on_a_fresh_shard(weft_runtime **rt, weft_boundary **b, caller *c,
+                                        intptr_t req, void *(*fn)(void *))
+{
+  *rt = rt_start(2);
+  cr_assert_eq(weft_boundary_create(b, 4), 0);
+  memset(c, 0, sizeof(*c));
+  c->b = *b;
+  c->req = req;
+  return submit_pinned(*rt, 1, fn, c);
+}
+
 /* A coroutine's deadline timer cannot be armed (the shard's timer heap cannot
  * grow): the call fails with -ENOMEM and its request is withdrawn. */
 static void *call_without_timer(void *arg)
@@ -75,14 +89,10 @@ static void *call_without_timer(void *arg)
 
 Test(boundary, deadline_timer_without_memory_fails_the_call, .timeout = 30)
 {
-  weft_runtime *rt = rt_start(2);
+  weft_runtime *rt;
   weft_boundary *b;
-  cr_assert_eq(weft_boundary_create(&b, 4), 0);
   caller c;
-  memset(&c, 0, sizeof(c));
-  c.b = b;
-  c.req = 3;
-  weft_task *ct = submit_pinned(rt, 1, call_without_timer, &c);
+  weft_task *ct = call_on_a_fresh_shard(&rt, &b, &c, 3, call_without_timer);
   void *v = NULL;
   cr_assert_eq(weft_join(ct, &v), 0);
   if (v)
@@ -166,14 +176,10 @@ static void *call_served_without_timer(void *arg)
 
 Test(boundary, respond_after_a_call_ended_without_timer_memory_is_ecanceled, .timeout = 30)
 {
-  weft_runtime *rt = rt_start(2);
+  weft_runtime *rt;
   weft_boundary *b;
-  cr_assert_eq(weft_boundary_create(&b, 4), 0);
   caller c;
-  memset(&c, 0, sizeof(c));
-  c.b = b;
-  c.req = 5;
-  weft_task *ct = submit_pinned(rt, 1, call_served_without_timer, &c);
+  weft_task *ct = call_on_a_fresh_shard(&rt, &b, &c, 5, call_served_without_timer);
   /* This thread is the server: it takes the request the caller is held
    * after queuing. */
   weft_boundary_ticket *t = NULL;
