@@ -34,6 +34,10 @@
  * result (an opened descriptor or written bytes are never lost). A job
  * already running on the blocking pool cannot be interrupted: the call
  * waits for it and returns its result; one still queued is dropped.
+ * A call on the io_uring path gives -EBUSY, as in weft/io.h, when the
+ * shard's submission queue stays full even after a submit; a call on the
+ * pool gives -ENOMEM or -EAGAIN when the pool has no thread and none can be
+ * started (weft/blocking.h; the call did not run).
  *
  * On a plain thread (not a coroutine) each call runs the plain system call
  * on the calling thread, which blocks. A deadline then bounds reads and
