@@ -30,6 +30,7 @@ enum weft__fault_site {
   WEFT__FAULT_OP_SQ,     /* an op's SQ still full after a submit (weft__op_begin's
                             -EBUSY; apart from WEFT__FAULT_SQ_FULL, whose tests
                             count on every op passing it by) */
+  WEFT__FAULT_TRING_SUBMIT, /* a plain thread's own ring refusing a submission (-ENOMEM) */
   WEFT__FAULT_NSITES
 };
 

@@ -310,8 +310,9 @@ static void cancel_accept(struct io_uring *ring)
  * accept's. A connection accepted as the deadline passes is returned, not
  * lost. */
 static int ring_accept_once(struct io_uring *ring, int fd, struct sockaddr *addr, socklen_t *len,
-                            int flags, int64_t deadline)
+                            int flags, int64_t deadline, bool *submitted)
 {
+  *submitted = false;
   struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
   if (!sqe)
     return -EBUSY; /* cannot happen: every use is reaped before it returns */
@@ -320,6 +321,7 @@ static int ring_accept_once(struct io_uring *ring, int fd, struct sockaddr *addr
   int r = weft__thread_ring_submit(ring);
   if (r < 0)
     return r;
+  *submitted = true;
   int res = 0;
   unsigned pending = 1; /* CQEs still to come: the accept's, and the cancel's */
   bool cancelled = false;
@@ -366,7 +368,13 @@ static bool ring_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags
   if (weft__thread_ring(&ring) < 0)
     return false;
   for (;;) {
-    int r = ring_accept_once(ring, fd, addr, len, flags, deadline);
+    bool submitted;
+    int r = ring_accept_once(ring, fd, addr, len, flags, deadline, &submitted);
+    /* The ring refused the accept (the kernel short of memory, say; the
+     * ring is dropped): that is no answer about the listener, so the
+     * caller polls instead. */
+    if (!submitted)
+      return false;
     /* An O_NONBLOCK listener with nothing queued: wait, as io_uring does
      * in a coroutine. */
     if (r == -EAGAIN)
@@ -375,8 +383,8 @@ static bool ring_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags
       *res = r;
       return true;
     }
-    /* Ready: again, on the ring - which a refused submission may have
-     * dropped, and which may not come back (the caller polls then). */
+    /* Ready: again, on the ring - which may not come back (the caller
+     * polls then). */
     if (weft__thread_ring(&ring) < 0)
       return false;
   }

@@ -295,7 +295,7 @@ static int send_ringless(int target_fd, uint64_t data, uint32_t len)
 
 int weft__thread_ring_submit(struct io_uring *ring)
 {
-  int r = io_uring_submit(ring);
+  int r = weft__fault_hit(WEFT__FAULT_TRING_SUBMIT) ? -ENOMEM : io_uring_submit(ring);
   if (r == 1)
     return 0;
   /* The kernel took nothing (one SQE at a time): dropping the ring leaves

@@ -4,12 +4,15 @@
  * which runs on a small io_uring of the thread's own. Threads racing for
  * fewer connections than there are of them all return by their deadline;
  * signals do not cut the wait short (the accept stays in flight until
- * cancelled); a child of fork() makes a ring of its own; and the ring is
+ * cancelled); a child of fork() makes a ring of its own; a ring that
+ * refuses the accept makes it poll instead; and the ring is
  * shared with the thread's msg_ring sends without either taking the
  * other's completions. And a plain send that finds no room after every
  * "ready" pauses between its attempts until its deadline.
  */
 #include "net_test.h"
+
+#include "fault.h"
 
 #include <poll.h>
 #include <pthread.h>
@@ -216,6 +219,34 @@ Test(net_faults, plain_accept_with_deadline_after_fork, .timeout = 30)
   cr_assert_eq(WEXITSTATUS(status), 0);
   /* The parent's ring is still its own. */
   cr_assert_eq(weft_accept_dl(lfd, NULL, NULL, 0, weft_now() + 20 * WEFT_MSEC), -ETIMEDOUT);
+  close(lfd);
+}
+
+/* The thread's ring refuses the accept's submission (the kernel short of
+ * memory): that says nothing about the listener, so the call falls back to
+ * poll(2) and accept4(2) and still takes the queued connection - it used to
+ * return the ring's -ENOMEM. The next call makes a ring again. */
+Test(net_faults, plain_accept_whose_ring_refuses_it_polls_instead, .timeout = 30)
+{
+  int lfd = weft_tcp_listen("127.0.0.1", "0", 4);
+  cr_assert_geq(lfd, 0);
+  char port[8];
+  snprintf(port, sizeof(port), "%d", port_of(lfd));
+  int c = weft_tcp_connect("127.0.0.1", port);
+  cr_assert_geq(c, 0);
+  weft__fault_arm(WEFT__FAULT_TRING_SUBMIT, 1);
+  int saved = errno = 1234;
+  int s = weft_accept_dl(lfd, NULL, NULL, 0, weft_now() + 5 * WEFT_SEC);
+  cr_assert_eq(errno, saved);
+  cr_assert_eq(atomic_load(&weft__fault_countdown[WEFT__FAULT_TRING_SUBMIT]), 0);
+  weft__fault_arm(WEFT__FAULT_TRING_SUBMIT, 0);
+  cr_assert_geq(s, 0, "accept: %d", s);
+  cr_assert_eq(weft_send(c, "x", 1, 0), 1);
+  char b;
+  cr_assert_eq(weft_recv(s, &b, 1, 0), 1);
+  cr_assert_eq(weft_accept_dl(lfd, NULL, NULL, 0, weft_now() + 20 * WEFT_MSEC), -ETIMEDOUT);
+  close(s);
+  close(c);
   close(lfd);
 }
 
