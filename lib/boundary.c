@@ -411,7 +411,9 @@ int weft_boundary_call(weft_boundary *b, void *req, void **resp, unsigned flags,
     t->resp = NULL;
     t->err = 0;
     t->where = W_NONE;
-    t->deadline = deadline;
+    /* Any negative deadline means none (weft/time.h): the server is told
+     * WEFT_NO_DEADLINE, the one value it can compare with. */
+    t->deadline = deadline < 0 ? WEFT_NO_DEADLINE : deadline;
     atomic_init(&t->state, T_PENDING);
     atomic_init(&t->refs, 2);
     weft__waiter_init(&t->w); /* before a server can see it */

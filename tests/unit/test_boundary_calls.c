@@ -207,6 +207,25 @@ Test(boundary, respond_after_a_call_ended_without_timer_memory_is_ecanceled, .ti
   rt_assert_no_leaks();
 }
 
+/* Any negative deadline is no deadline (weft/time.h), and the server is
+ * told so in the one value it can compare with. */
+Test(boundary, a_negative_deadline_reaches_the_server_as_none, .timeout = 30)
+{
+  weft_boundary *b;
+  cr_assert_eq(weft_boundary_create(&b, 4), 0);
+  caller c;
+  start_caller(&c, b, 9, -5);
+  weft_boundary_ticket *t = NULL;
+  cr_assert_eq(weft_boundary_recv(b, &t, weft_now() + 10 * WEFT_SEC), 0);
+  cr_assert_eq(PI(weft_boundary_request(t)), 9);
+  cr_assert_eq(weft_boundary_deadline(t), WEFT_NO_DEADLINE);
+  cr_assert_eq(weft_boundary_respond(t, IP(27)), 0);
+  join_caller(&c);
+  cr_assert_eq(c.result, 0);
+  cr_assert_eq(PI(c.resp), 27);
+  weft_boundary_destroy(b);
+}
+
 /* ---- external threads calling coroutine servers on two shards ---------------------- */
 
 #define EXT_THREADS 4
