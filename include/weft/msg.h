@@ -202,7 +202,8 @@ WEFT_API int weft_msg_recv_many(weft_msg *m, size_t max, unsigned flags, int64_t
 WEFT_API int weft_msg_try_recv(weft_msg *m, unsigned flags);
 
 /* Marks `tag` hot (or not) in `rt` (NULL = current): messages with a hot tag
- * that arrive from now on go to the hot queue. Returns 0, -EINVAL. */
+ * that arrive from now on go to the hot queue. Returns 0 or -EINVAL: it
+ * only sets a flag, so it works without msg_ring too (never -EOPNOTSUPP). */
 WEFT_API int weft_msg_hot_tag(weft_runtime *rt, uint16_t tag, bool hot);
 
 /* ---- coalesced counters ------------------------------------------------------------ */
