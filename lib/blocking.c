@@ -205,15 +205,14 @@ int weft_blocking_dl(void *(*fn)(void *), void *arg, void **ret, int64_t deadlin
       *ret = v;
     return 0;
   }
-  if (atomic_load_explicit(&t->cancelled, memory_order_relaxed))
-    return -ECANCELED;
   int64_t dl = weft__deadline_for(t, deadline);
-  if (dl >= 0 && dl <= weft__now())
-    return -ETIMEDOUT; /* do not start a job we would then have to wait out */
+  int r = weft__may_wait(t, dl);
+  if (r < 0)
+    return r; /* do not start a job we would then have to wait out */
   weft__pool *p = &sh->rt->pool;
   weft__job j = {.fn = fn, .arg = arg};
   weft__waitq_init(&j.done_q);
-  int r = submit(p, &j);
+  r = submit(p, &j);
   if (r < 0)
     return r;
   r = wait_done(&j, deadline, true);
@@ -226,9 +225,7 @@ int weft_blocking_dl(void *(*fn)(void *), void *arg, void **ret, int64_t deadlin
     /* -ENOMEM (no room for the deadline's timer) says the job did not
      * run, and this one did: say what a bounded wait would have. */
     if (r == -ENOMEM)
-      r = atomic_load_explicit(&t->cancelled, memory_order_relaxed) ? -ECANCELED
-          : dl >= 0 && dl <= weft__now()                             ? -ETIMEDOUT
-                                                                     : 0;
+      r = weft__may_wait(t, dl);
   }
   if (ret)
     *ret = j.ret;

@@ -24,6 +24,7 @@
  * lock is dropped.
  */
 #include "core.h"
+#include "op.h"
 
 #include "../coro/fault.h"
 
@@ -391,29 +392,23 @@ int weft_boundary_call(weft_boundary *b, void *req, void **resp, unsigned flags,
   weft__count_shared(&b->calls, 1);
 
   /* The deadline the waits will use (the task's scope may be earlier), so
-   * the server sees the real one. */
+   * the server sees the real one - WEFT_NO_DEADLINE for none, whichever
+   * negative value the caller gave (weft/time.h). */
   weft_task *self = weft__task_self();
-  if (self && self->deadline >= 0 && (deadline < 0 || self->deadline < deadline))
-    deadline = self->deadline;
+  deadline = weft__deadline_for(self, deadline);
 
-  int r;
   weft_boundary_ticket *t = NULL;
-  if (self && atomic_load_explicit(&self->cancelled, memory_order_relaxed))
-    r = -ECANCELED;
-  else if (deadline >= 0 && deadline <= weft__now())
-    r = -ETIMEDOUT;
-  else if (!(t = weft__malloc(sizeof(*t))))
+  int r = weft__may_wait(self, deadline);
+  if (r == 0 && !(t = weft__malloc(sizeof(*t))))
     r = -ENOMEM;
-  else {
+  else if (r == 0) {
     t->next = t->prev = NULL;
     t->b = b;
     t->req = req;
     t->resp = NULL;
     t->err = 0;
     t->where = W_NONE;
-    /* Any negative deadline means none (weft/time.h): the server is told
-     * WEFT_NO_DEADLINE, the one value it can compare with. */
-    t->deadline = deadline < 0 ? WEFT_NO_DEADLINE : deadline;
+    t->deadline = deadline;
     atomic_init(&t->state, T_PENDING);
     atomic_init(&t->refs, 2);
     weft__waiter_init(&t->w); /* before a server can see it */

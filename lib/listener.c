@@ -195,17 +195,15 @@ int weft_listener_open(weft_listener **out, int fd, int flags)
     return -EPERM;
   /* Here, not only in arm(): a listener that accepts one at a time (no
    * multishot accept) arms nothing now, and must fail the same. */
-  if (atomic_load_explicit(&t->cancelled, memory_order_relaxed))
-    return -ECANCELED;
-  int64_t scope = weft__deadline_for(t, WEFT_NO_DEADLINE);
-  if (scope >= 0 && scope <= weft__now())
-    return -ETIMEDOUT;
+  int r = weft__may_wait(t, weft__deadline_for(t, WEFT_NO_DEADLINE));
+  if (r < 0)
+    return r;
   /* A socket that is not listening would make the first CQE -EINVAL, which
    * is also how a kernel without multishot accept answers: tell them apart
    * here. */
   int on = 0;
   socklen_t len = sizeof(on);
-  int r = weft_getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &len);
+  r = weft_getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &len);
   if (r < 0)
     return r;
   if (!on)

@@ -86,11 +86,9 @@ int weft_msg_send(int shard, uint16_t tag, uint32_t val)
 static int backlog_out(weft__shard *me, int to, int64_t deadline)
 {
   while (me->msg->backlog_for[to] && weft__msg_send_backlog(me)) {
-    if (weft__self_cancelled())
-      return -ECANCELED;
-    if (deadline >= 0 && weft_now() >= deadline)
-      return -ETIMEDOUT;
-    int r = weft_sleep(100 * WEFT_USEC); /* the loop submits meanwhile */
+    int r = weft__may_wait(weft__task_self(), deadline);
+    if (r == 0)
+      r = weft_sleep(100 * WEFT_USEC); /* the loop submits meanwhile */
     if (r < 0)
       return r;
   }
@@ -110,10 +108,8 @@ int weft_msg_send_wait_rt(weft_runtime *rt, int shard, uint16_t tag, uint32_t va
     /* Posted at once; but a coroutine of another runtime is a coroutine
      * all the same: cancelled, or past its deadline scope, it sends
      * nothing, as one of rt does (weft__op_prepare, below). */
-    if (t && atomic_load_explicit(&t->cancelled, memory_order_relaxed))
-      return -ECANCELED;
-    if (t && t->deadline >= 0 && t->deadline <= weft__now())
-      return -ETIMEDOUT;
+    if ((r = weft__may_wait(t, weft__deadline_for(t, WEFT_NO_DEADLINE))) < 0)
+      return r;
     return weft__ring_post_msg(to->ring_fd, ud_msg(WEFT_MSG_EXTERNAL, tag), val);
   }
   /* A ticketed message is a direct one: it goes behind those to `to` still

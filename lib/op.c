@@ -82,11 +82,10 @@ int weft__op_prepare(weft__op *op, int64_t deadline)
   weft__timer_init(&op->timer, NULL);
   if (!t)
     return op->res = -EPERM;
-  if (atomic_load_explicit(&t->cancelled, memory_order_relaxed))
-    return op->res = -ECANCELED;
   op->deadline = weft__deadline_for(t, deadline);
-  if (op->deadline >= 0 && op->deadline <= weft__now())
-    return op->res = -ETIMEDOUT;
+  int r = weft__may_wait(t, op->deadline);
+  if (r < 0)
+    return op->res = r;
   op->sh = t->shard;
   /* Room for the deadline timer now, so arming it after the SQE is in the
    * ring cannot fail (the op would lose its deadline). */

@@ -73,6 +73,16 @@ int weft__op_wait(weft__op *op);
  * and t's deadline scope). */
 int64_t weft__deadline_for(weft_task *t, int64_t deadline);
 
+/* Whether a call of task t (NULL: a plain thread) may start a wait that
+ * ends at the effective `deadline`: 0, -ECANCELED if t is cancelled (a
+ * cancel wins over a passed deadline), or -ETIMEDOUT if it has passed. */
+static inline int weft__may_wait(weft_task *t, int64_t deadline)
+{
+  if (t && atomic_load_explicit(&t->cancelled, memory_order_relaxed))
+    return -ECANCELED;
+  return deadline >= 0 && deadline <= weft__now() ? -ETIMEDOUT : 0;
+}
+
 /* Shard side: the op is over (no CQE of it will come any more): unpublish
  * it, consume a pending cancel node, make the task runnable. */
 void weft__op_finish(weft__shard *sh, weft__op *op);
