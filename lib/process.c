@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Waiting for a child through a pidfd; see weft/process.h. */
 #include "core.h"
+#include "op.h"
 #include "weft/io.h"
 #include "weft/process.h"
 
@@ -48,10 +49,16 @@ static int try_wait(int pidfd, int *status, bool peek)
   }
 }
 
-static int wait_errno(pid_t pid, int *status, int64_t deadline)
+static int wait_errno(weft_task *t, pid_t pid, int *status, int64_t deadline)
 {
   if (pid <= 0)
     return -EINVAL;
+  /* A passed deadline or a cancel fails the call first (process.h), before
+   * anything is asked of the pid: a cancelled task gets -ECANCELED for a
+   * pid that is not its child too, as weft_poll would give it. */
+  int r = weft__may_wait(t, weft__deadline_for(t, deadline));
+  if (r < 0)
+    return r;
   int pidfd = pidfd_open_errno(pid);
   /* As waitpid(2) says it: no such process (ESRCH), or a thread that is
    * not a process leader (ENOENT since Linux 6.9, EINVAL before) - pid > 0
@@ -61,7 +68,7 @@ static int wait_errno(pid_t pid, int *status, int64_t deadline)
   if (pidfd < 0)
     return pidfd;
   /* Not our child: say so now rather than after it ends. */
-  int r = try_wait(pidfd, NULL, true);
+  r = try_wait(pidfd, NULL, true);
   /* Then the deadline and cancel rules, through the poll; a pidfd is
    * readable once its process has ended. */
   while (r >= 0) {
@@ -86,7 +93,7 @@ int weft_process_wait_dl(pid_t pid, int *status, int64_t deadline)
   if (t)
     t->pinned_ops++;
   int saved = errno;
-  int r = wait_errno(pid, status, deadline);
+  int r = wait_errno(t, pid, status, deadline);
   errno = saved;
   if (t)
     t->pinned_ops--;

@@ -153,6 +153,7 @@ static void *gives_up_main(void *arg)
   CO_EQ(weft_process_wait(0, NULL), -EINVAL);
   CO_EQ(weft_process_wait(-1, NULL), -EINVAL);
   CO_EQ(weft_process_wait(getppid(), NULL), -ECHILD); /* alive, not ours */
+  CO_EQ(weft_process_wait_dl(getppid(), NULL, weft_now() - 1), -ETIMEDOUT);
   CO_EQ(weft_process_wait(pid, NULL), -ECHILD);       /* reaped */
   CO_EQ(weft_process_wait(0x3ffffff0, NULL), -ECHILD); /* above pid_max */
   /* A thread of this process, not its leader, is no child either, though
@@ -171,6 +172,10 @@ static void *gives_up_main(void *arg)
   CO_CHECK(pid > 0);
   weft_cancel(weft_task_self());
   CO_EQ(weft_process_wait(pid, NULL), -ECANCELED);
+  /* ... and before anything is asked of the pid: one that is no child of
+   * ours gives -ECANCELED, not -ECHILD, as would a passed deadline. */
+  CO_EQ(weft_process_wait(getppid(), NULL), -ECANCELED);
+  CO_EQ(weft_process_wait_dl(getppid(), NULL, weft_now() - 1), -ECANCELED);
   io_close_pipe(p);
   /* Reaped here, on the thread, so that no zombie outlives the test. */
   CO_EQ(waitpid(pid, NULL, 0), pid);
