@@ -8,6 +8,7 @@
  * are parsed here without a pool round trip; they mean the same thing.
  */
 #include "net_internal.h"
+#include "op.h"
 #include "rawsys.h"
 
 #include "weft/blocking.h"
@@ -286,8 +287,14 @@ int weft_tcp_listen(const char *host, const char *port, int backlog)
 
 int weft__net_connect_list(const struct addrinfo *ai, int64_t deadline)
 {
+  weft_task *t = weft__task_self();
   int r = -ENOENT;
   for (; ai; ai = ai->ai_next) {
+    /* No socket for an address whose connect could not start: a cancelled
+     * task, or the deadline (the call's or its scope's) passed. */
+    int stop = weft__may_wait(t, weft__deadline_for(t, deadline));
+    if (stop < 0)
+      return stop;
     int fd = weft_socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
     if (fd < 0) {
       r = fd;

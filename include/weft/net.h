@@ -150,7 +150,10 @@ WEFT_API int weft_tcp_listen_opts(const char *host, const char *port, int backlo
  * is the loopback address, getaddrinfo's rule) and tries every address in
  * turn until one connects, within the deadline (which covers the
  * resolution and every attempt). Port NULL is "0". Returns the descriptor
- * or the last address's error (-ECONNREFUSED, -ETIMEDOUT, ...). No socket
+ * or the last address's error (-ECONNREFUSED, -ETIMEDOUT, ...); a cancel
+ * or the deadline (the call's or its scope's) ends the tries at once,
+ * with -ECANCELED / -ETIMEDOUT, and no socket is made for an address
+ * that cannot be tried. No socket
  * options are set (TCP_NODELAY is the caller's choice). */
 WEFT_API int weft_tcp_connect(const char *host, const char *port);
 WEFT_API int weft_tcp_connect_dl(const char *host, const char *port, int64_t deadline);

@@ -516,6 +516,15 @@ static void *resolve_body(void *arg)
   a6.ai_next = NULL; /* only ::1: the last error */
   CO_EQ(weft__net_connect_list(&a6, WEFT_NO_DEADLINE), -ECONNREFUSED);
   CO_EQ(weft__net_connect_list(NULL, WEFT_NO_DEADLINE), -ENOENT);
+  /* A connect that cannot start costs no socket: not one per address in
+   * a passed deadline scope, nor in a cancelled task. */
+  a6.ai_next = &a4;
+  weft_stats s0 = io_stats();
+  int64_t saved = weft_deadline_push(weft_now() - 1);
+  CO_EQ(weft__net_connect_list(&a6, WEFT_NO_DEADLINE), -ETIMEDOUT);
+  weft_deadline_pop(saved);
+  CO_EQ(weft__net_connect_list(&a6, weft_now() - 1), -ETIMEDOUT);
+  CO_EQ(io_stats().ops_submitted, s0.ops_submitted);
   close(l);
 
   /* Wildcard listeners: IPv6 taking IPv4 too, unless V6ONLY. */
