@@ -2,7 +2,10 @@
 /*
  * Synchronisation between coroutines - on any shard of any runtime - and
  * plain threads. A coroutine that waits is suspended (its shard runs others);
- * a plain thread that waits blocks on a futex.
+ * a plain thread that waits blocks on a futex. Code on a shard's thread
+ * outside any coroutine (a signal handler that interrupted the shard, a
+ * thread-exit destructor) counts as a plain thread: its wait blocks the
+ * whole shard, and one that waits for a coroutine of that shard never ends.
  *
  * weft_event is a heap object; the mutex, condition variable, semaphore,
  * wait group and once are caller-allocated (see below).
