@@ -325,8 +325,8 @@ void weft__shard_ready_local(weft__shard *sh, weft_task *t);
  * caller's shard (NULL on a plain thread). */
 void weft__shard_push_remote(weft__shard *sh, weft_task *t, weft__shard *from);
 /* Tests only: called (if set) by a caller outside the runtime between
- * queuing a task and waking its shard, or at the end of its cancel of a
- * task, to hold it there. */
+ * queuing a task and waking its shard (or adding to a counter and ringing
+ * its shard), or at the end of its cancel of a task, to hold it there. */
 extern void (*weft__test_outside_pause)(void);
 extern void (*weft__test_cancel_pause)(void);
 /* Tests only: called (if set) by a canceller between claiming a task's

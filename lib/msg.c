@@ -480,24 +480,32 @@ int weft_counter_add_rt(weft_runtime *rt, int shard, uint16_t tag, uint32_t n)
     return -EINVAL;
   if (!n)
     return 0;
+  /* From outside: a taker that does not wait finds the sum once it is
+   * added, before the shard is rung below; it may return, and the runtime
+   * stop, while this call still reads the shard. The stop waits for it. */
+  weft_runtime *trt = to->rt;
+  bool outside = weft__outside_enter(trt, me);
   uint64_t before = atomic_fetch_add_explicit(&to->msg->counters[tag], n, memory_order_acq_rel);
+  if (outside && weft__test_outside_pause)
+    weft__test_outside_pause();
   /* Only the add that makes the counter non-zero rings - or the first one
    * after a doorbell that could not be sent at all. */
   atomic_bool *unrung = &to->msg->counter_unrung[tag];
+  r = 0;
   if (before && !(atomic_load_explicit(unrung, memory_order_relaxed) &&
                   atomic_exchange_explicit(unrung, false, memory_order_acq_rel))) {
     if (me)
       weft__count(&me->stats.msg_doorbells_coalesced, 1);
-    return 0;
-  }
-  if (me) {
+  } else if (me) {
     weft__msg_bell(me, to, WEFT__BELL_COUNTER, tag);
-    return 0;
+  } else {
+    r = weft__ring_post_msg(to->ring_fd, ud_bell(WEFT__BELL_COUNTER, tag), 0);
+    if (r == 0 || weft__ring_wake_by_fd(to))
+      r = 0;
+    else
+      atomic_store_explicit(unrung, true, memory_order_release);
   }
-  r = weft__ring_post_msg(to->ring_fd, ud_bell(WEFT__BELL_COUNTER, tag), 0);
-  if (r == 0 || weft__ring_wake_by_fd(to))
-    return 0;
-  atomic_store_explicit(unrung, true, memory_order_release);
+  weft__outside_leave(trt, outside);
   return r;
 }
 

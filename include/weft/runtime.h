@@ -173,8 +173,8 @@ WEFT_API int weft_runtime_submit(weft_runtime *rt, const weft_spawn_opts *o,
  * handles of rt are freed by the stop and invalid afterwards. One exception,
  * since the caller cannot know when it is over: a call from outside rt that
  * woke or cancelled one of its tasks (setting an event, unlocking a mutex,
- * weft_cancel, weft_group_cancel, weft_msg_send_many_rt) may still be
- * finishing after that task has returned; the stop waits for it.
+ * weft_cancel, weft_group_cancel, weft_msg_send_many_rt, weft_counter_add_rt)
+ * may still be finishing after that task has returned; the stop waits for it.
  * Returns 0, or -EINVAL (NULL, or called from one of rt's own shards). */
 WEFT_API int weft_runtime_stop(weft_runtime *rt);
 

@@ -532,3 +532,57 @@ Test(msg, parked_target_wakes_from_threads_with_rings_of_their_own, .timeout = 6
 {
   with_rings_of_their_own(parked_target_run);
 }
+
+/* ---- an add from outside that outlasts the runtime's last task ------------------------------
+ * A taker that does not wait finds the sum as soon as the add is made,
+ * before the adder has rung (or decided not to ring) the shard: it can
+ * return, and the runtime stop, while the adder is still in its call,
+ * reading the counter's shard. The stop must wait for it (runtime.h lists
+ * such calls). The adder is held there (weft__test_outside_pause) until the
+ * taker has been joined, and 50 ms more. */
+static atomic_bool add_pause_armed, add_taker_joined, add_pause_over;
+
+static void hold_the_adder(void)
+{
+  if (!atomic_exchange(&add_pause_armed, false))
+    return;
+  for (int i = 0; i < 10000 && !atomic_load(&add_taker_joined); i++)
+    usleep(1000);
+  usleep(50 * 1000);
+  atomic_store(&add_pause_over, true);
+}
+
+static void *take_without_waiting(void *arg)
+{
+  (void)arg;
+  int64_t v;
+  while ((v = weft_counter_take(2, 0)) == -ETIMEDOUT) /* a deadline passed: no wait */
+    weft_yield();
+  return (void *)(intptr_t)v;
+}
+
+static void *add_from_outside(void *arg)
+{
+  return (void *)(intptr_t)weft_counter_add_rt(arg, 1, 2, 7);
+}
+
+Test(msg, stop_waits_for_a_plain_thread_still_in_its_counter_add, .timeout = 60)
+{
+  weft_runtime *rt = rt_start(2);
+  weft_task *taker = rt_submit_on(rt, 1, take_without_waiting, NULL);
+  atomic_store(&add_taker_joined, false);
+  atomic_store(&add_pause_over, false);
+  atomic_store(&add_pause_armed, true);
+  weft__test_outside_pause = hold_the_adder;
+  pthread_t adder;
+  cr_assert_eq(pthread_create(&adder, NULL, add_from_outside, rt), 0);
+  void *v;
+  cr_assert_eq(weft_join(taker, &v), 0);
+  cr_assert_eq((intptr_t)v, 7);
+  atomic_store(&add_taker_joined, true);
+  cr_assert_eq(weft_runtime_stop(rt), 0);
+  cr_assert(atomic_load(&add_pause_over), "the runtime stopped under an adder still in its call");
+  cr_assert_eq(pthread_join(adder, &v), 0);
+  weft__test_outside_pause = NULL;
+  rt_assert_no_leaks();
+}
