@@ -76,9 +76,19 @@ static void finish(weft__job *j)
   weft__waiters_complete(ready, 0); /* wakes the shards through msg_ring */
 }
 
+/* Set on pool threads: a job that stops its own runtime must be refused
+ * (weft_runtime_stop), as the stop could never finish. */
+static __thread weft__pool *tls_pool;
+
+weft__pool *weft__pool_self(void)
+{
+  return tls_pool;
+}
+
 static void *pool_thread(void *arg)
 {
   weft__pool *p = arg;
+  tls_pool = p;
   pthread_mutex_lock(&p->lock);
   for (;;) {
     while (!p->head && !p->stopping) {

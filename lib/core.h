@@ -244,6 +244,8 @@ int weft__pool_init(weft__pool *p, unsigned max_threads, int64_t idle_ns);
 /* Makes every pool thread leave and waits for them (no job may be queued). */
 void weft__pool_term(weft__pool *p);
 void weft__pool_stats(weft__pool *p, uint64_t *jobs, uint64_t *queued, uint64_t *threads);
+/* The pool whose thread calls (running a job), or NULL. */
+weft__pool *weft__pool_self(void);
 
 /* ---- the runtime ------------------------------------------------------------ */
 struct weft_runtime {

@@ -291,6 +291,10 @@ int weft_runtime_stop(weft_runtime *rt)
   weft__shard *me = weft__shard_self();
   if (me && me->rt == rt)
     return -EINVAL;
+  /* A job of rt's pool: its task waits for it to return, and the pool is
+   * freed only once all its threads have left - neither ever happens. */
+  if (weft__pool_self() == &rt->pool)
+    return -EINVAL;
   atomic_store_explicit(&rt->stopping, true, memory_order_seq_cst);
   /* Every task is about to end at once: the stacks given back to the
    * system meanwhile go in address order at the end, a run of neighbouring

@@ -175,7 +175,8 @@ WEFT_API int weft_runtime_submit(weft_runtime *rt, const weft_spawn_opts *o,
  * woke or cancelled one of its tasks (setting an event, unlocking a mutex,
  * weft_cancel, weft_group_cancel, weft_msg_send_many_rt, weft_counter_add_rt)
  * may still be finishing after that task has returned; the stop waits for it.
- * Returns 0, or -EINVAL (NULL, or called from one of rt's own shards). */
+ * Returns 0, or -EINVAL (NULL, or called from one of rt's own shards or
+ * from a job on rt's blocking pool, which the stop would wait for). */
 WEFT_API int weft_runtime_stop(weft_runtime *rt);
 
 /* The runtime the calling coroutine runs on, or NULL on a plain thread. */

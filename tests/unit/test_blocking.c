@@ -559,3 +559,32 @@ Test(blocking, no_memory_for_the_deadline_timer_drops_a_queued_job_waits_for_a_r
   if (!realtime)
     cr_skip_test("SCHED_FIFO is not allowed here: the running case was not tried");
 }
+
+/* ---- a job that stops its own runtime ------------------------------------------------- */
+
+/* A job runs on a pool thread of the runtime, which no stop can finish:
+ * the stop waits for the task that waits for the job (uncancellably, since
+ * fn may use its memory), and frees the pool only once every pool thread
+ * has left - this one included. So the stop refuses it, as it refuses a
+ * call from one of the runtime's shards. */
+static void *stop_job(void *arg)
+{
+  return (void *)(intptr_t)weft_runtime_stop(arg);
+}
+
+static void *stop_from_a_job(void *arg)
+{
+  void *ret = (void *)1;
+  CO_EQ(weft_blocking(stop_job, arg, &ret), 0);
+  return ret;
+}
+
+Test(blocking, a_job_cannot_stop_its_own_runtime, .timeout = 30)
+{
+  weft_runtime *rt = start_pool(1, 2);
+  void *v = NULL;
+  cr_assert_eq(weft_join(submit(rt, stop_from_a_job, rt), &v), 0);
+  cr_assert_eq((intptr_t)v, -EINVAL);
+  rt_stop_idle(rt);
+  rt_assert_no_leaks();
+}
