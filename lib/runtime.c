@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 void weft_config_init(weft_config *cfg)
 {
@@ -284,6 +285,37 @@ static bool quiescent(weft_runtime *rt)
   return c1 == c2 && f == c1;
 }
 
+/* A wake-up from a plain thread that the kernel refuses and the eventfd
+ * cannot stand in for is dropped, for the next waker to make up for (the
+ * shard is not left marked as being woken). The stop's wake-ups have no
+ * next waker: the cancels' (a cancelled task queued on a sleeping shard)
+ * and the one that lets a shard leave. So a stop that waits in vain wakes
+ * the shards again (weft__shard_notify sends nothing to a shard that is
+ * awake or has a wake-up on its way). */
+static void renotify(weft_runtime *rt)
+{
+  for (int i = 0; i < rt->nshards; i++)
+    weft__shard_notify(&rt->shards[i]);
+}
+
+static void join_shard(weft_runtime *rt, weft__shard *sh)
+{
+  int saved = errno; /* the caller's, whatever the clock and join do */
+  for (;;) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until); /* pthread_timedjoin_np's clock */
+    until.tv_nsec += 10 * WEFT_MSEC;
+    if (until.tv_nsec >= WEFT_SEC) {
+      until.tv_sec++;
+      until.tv_nsec -= WEFT_SEC;
+    }
+    if (pthread_timedjoin_np(sh->thread, NULL, &until) != ETIMEDOUT)
+      break;
+    renotify(rt);
+  }
+  errno = saved;
+}
+
 int weft_runtime_stop(weft_runtime *rt)
 {
   if (!rt)
@@ -325,13 +357,14 @@ int weft_runtime_stop(weft_runtime *rt)
     (void)atomic_load_explicit(&rt->finish_seq, memory_order_seq_cst);
     if (quiescent(rt))
       break;
-    weft__futex_wait(&rt->stop_woken, 0, weft__now() + 10 * WEFT_MSEC);
+    if (weft__futex_wait(&rt->stop_woken, 0, weft__now() + 10 * WEFT_MSEC) == -ETIMEDOUT)
+      renotify(rt);
   }
   atomic_store_explicit(&rt->exiting, true, memory_order_seq_cst);
   for (int i = 0; i < rt->nshards; i++)
     weft__shard_notify(&rt->shards[i]);
   for (int i = 0; i < rt->nshards; i++)
-    pthread_join(rt->shards[i].thread, NULL);
+    join_shard(rt, &rt->shards[i]);
   /* A plain thread may still be in the wake-up (or cancel) that let the
    * last task end: it is done with the shards within microseconds, unless
    * the system holds it up. */

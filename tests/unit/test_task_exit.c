@@ -232,3 +232,51 @@ Test(runtime, stop_with_a_refused_wake_up_ends, .timeout = 60)
   cr_assert_geq(refused, 1, "no stop had a wake-up refused: the path was never taken");
   rt_assert_clean();
 }
+
+/* ---- a stop whose own wake-ups are refused both ways ------------------------------ */
+
+static void *wait_for_ever(void *arg)
+{
+  return (void *)(intptr_t)weft_event_wait(arg); /* no timer: its shard sleeps for good */
+}
+
+/* The stopper (a plain thread) wakes a sleeping shard twice: to run the
+ * task it cancels, and to let the shard leave once every task has returned.
+ * Refused by the kernel and by the eventfd too, a wake-up from a plain thread
+ * is dropped and left to the next waker (see runtime refused_wake_falls_back_to_the_eventfd) -
+ * but for those of the stop there is none: the stop must send them again. */
+static void stop_with_wake_ups_refused(bool with_task)
+{
+  weft_config c;
+  rt_cfg(&c, 1);
+  c.spin_ns = 0;
+  c.spin_max_ns = 0;
+  weft_runtime *rt = rt_start_cfg(&c);
+  weft_event *ev;
+  cr_assert_eq(weft_event_create(&ev, 0), 0);
+  weft_task *t = NULL;
+  if (with_task) {
+    t = rt_submit_on(rt, 0, wait_for_ever, ev);
+    cr_assert_eq(weft_detach(t), 0);
+    cr_assert(RT_POLL(rt_dump_count(rt, " waiting") == 1));
+  }
+  cr_assert(rt_wait_parked(rt, 0), "the shard never slept");
+  weft__fault_arm(WEFT__FAULT_POST, 1);
+  weft__fault_arm(WEFT__FAULT_WAKE_FD, 1);
+  cr_assert_eq(weft_runtime_stop(rt), 0);
+  /* The premise: the first wake-up of the stop was refused both ways. */
+  cr_assert_eq(atomic_load(&weft__fault_countdown[WEFT__FAULT_POST]), 0);
+  cr_assert_eq(atomic_load(&weft__fault_countdown[WEFT__FAULT_WAKE_FD]), 0);
+  weft_event_destroy(ev);
+  rt_assert_no_leaks();
+}
+
+Test(runtime, stop_whose_wake_up_to_leave_is_refused_both_ways_ends, .timeout = 30)
+{
+  stop_with_wake_ups_refused(false);
+}
+
+Test(runtime, stop_whose_wake_up_of_a_cancelled_task_is_refused_both_ways_ends, .timeout = 30)
+{
+  stop_with_wake_ups_refused(true);
+}
