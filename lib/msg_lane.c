@@ -292,10 +292,13 @@ void weft__msg_catch_up(weft__shard *sh)
 
 /* ---- sending from a shard of the same runtime ----------------------------------------- */
 
-static bool give_up_resend(weft__shard *sh, int res)
+/* A refusal that says the target ring is gone (its shard left): nobody
+ * would take what is sent again. A stopping runtime is no reason: its
+ * cancelled tasks still drain their queues (weft/msg.h), and a shard that
+ * leaves drops whatever it had yet to send. */
+static bool give_up_resend(int res)
 {
-  return atomic_load_explicit(&sh->rt->stopping, memory_order_relaxed) || res == -EOWNERDEAD ||
-         res == -EBADFD || res == -EBADF;
+  return res == -EOWNERDEAD || res == -EBADFD || res == -EBADF;
 }
 
 static void prep_direct(weft__shard *me, struct io_uring_sqe *sqe, weft__shard *to, uint16_t tag,
@@ -476,10 +479,10 @@ void weft__msg_cqe(weft__shard *sh, uint64_t ud, int res)
   }
   case WEFT__UD_MSG_FAILED: {
     /* The kernel refused a direct message of ours: send it again, unless
-     * the target is going away with the runtime. */
+     * the target is gone. */
     weft__count(&sh->stats.msg_failed, 1);
     weft__shard *to = &rt->shards[(ud >> 3) & 0xff];
-    if (!give_up_resend(sh, res))
+    if (!give_up_resend(res))
       resend_direct(sh, to, (uint16_t)(ud >> 11), (uint32_t)(ud >> 27));
     return;
   }
@@ -487,7 +490,7 @@ void weft__msg_cqe(weft__shard *sh, uint64_t ud, int res)
     weft__count(&sh->stats.msg_failed, 1);
     unsigned kind = (ud >> 3) & 3, payload = (unsigned)(ud >> 5) & 0x1ffff;
     weft__shard *to = &rt->shards[(ud >> 22) & 0xff];
-    if (!give_up_resend(sh, res))
+    if (!give_up_resend(res))
       weft__msg_bell(sh, to, kind, payload);
     return;
   }
