@@ -48,7 +48,9 @@ WEFT_API int weft_event_reset(weft_event *ev);
 WEFT_API bool weft_event_is_set(const weft_event *ev);
 
 /* Waits until the event is set. Returns 0, or -ECANCELED (the calling task
- * was cancelled), -EINVAL. */
+ * was cancelled), -EINVAL. In a coroutine inside a deadline scope
+ * (weft_deadline_push) the scope's deadline bounds the wait as in
+ * weft_event_wait_dl: -ETIMEDOUT, or -ENOMEM for its timer. */
 WEFT_API int weft_event_wait(weft_event *ev);
 
 /* weft_event_wait() with an absolute deadline: -ETIMEDOUT once it passes,

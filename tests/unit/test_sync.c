@@ -65,6 +65,9 @@ static void *manual_main(void *arg)
   CO_EQ(weft_event_reset(w.ev), 0);
   CO_CHECK(!weft_event_is_set(w.ev));
   CO_EQ(weft_event_wait_dl(w.ev, weft_now() - 1), -ETIMEDOUT);
+  int64_t saved = weft_deadline_push(weft_now() - 1); /* a scope bounds the plain wait */
+  CO_EQ(weft_event_wait(w.ev), -ETIMEDOUT);
+  weft_deadline_pop(saved);
   CO_EQ(weft_event_reset(w.ev), 0); /* resetting an unset event too */
   CO_CHECK(!weft_event_is_set(w.ev));
   weft_event_destroy(w.ev);
@@ -404,6 +407,9 @@ static void *timer_enomem_main(void *arg)
     weft__fault_arm(WEFT__FAULT_MALLOC, 0);                                                    \
   } while (0)
   NOMEM(weft_event_wait_dl(ev, later));
+  int64_t saved = weft_deadline_push(later); /* a scope's deadline needs the timer too */
+  NOMEM(weft_event_wait(ev));
+  weft_deadline_pop(saved);
   NOMEM(weft_sem_acquire_dl(&sem, later));
   NOMEM(weft_waitgroup_wait_dl(&wg, later));
   CO_EQ(weft_mutex_lock(&m), 0);
