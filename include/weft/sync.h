@@ -210,9 +210,9 @@ WEFT_API int weft_sem_acquire_dl(weft_sem *s, int64_t deadline);
 WEFT_API int weft_sem_try_acquire(weft_sem *s);
 
 /* Adds n permits (n = 0 does nothing): each of the oldest n waiters gets
- * one, the rest are kept. Returns 0, or -EOVERFLOW (the value would pass
- * WEFT_SEM_VALUE_MAX: nothing changed), -EINVAL (NULL or n < 0). Never
- * waits. */
+ * one, the rest are kept. Returns 0, or -EOVERFLOW (n itself is above
+ * WEFT_SEM_VALUE_MAX - even if waiters would take part of it - or the value
+ * would pass it: nothing changed), -EINVAL (NULL or n < 0). Never waits. */
 WEFT_API int weft_sem_release(weft_sem *s, int64_t n);
 
 /* Permits available right now (a snapshot), or -EINVAL. */

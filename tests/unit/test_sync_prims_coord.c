@@ -242,6 +242,11 @@ Test(sync_prims, sem_counts_exactly, .timeout = 30)
   cr_assert_eq(pthread_create(&th, NULL, sem_waiter, &w), 0);
   cr_assert(RT_POLL(queued(&w.s.q_) == 5));
   cr_assert_eq(weft_sem_destroy(&w.s), -EBUSY);
+  /* More than the maximum at once is refused even though the waiters would
+   * take five of it (the value would end at the maximum): nobody is served. */
+  cr_assert_eq(weft_sem_release(&w.s, WEFT_SEM_VALUE_MAX + 5), -EOVERFLOW);
+  cr_assert_eq(queued(&w.s.q_), 5);
+  cr_assert_eq(weft_sem_value(&w.s), 0);
   cr_assert_eq(weft_sem_release(&w.s, 3), 0);
   /* No barging past the queue: the permits went to three waiters, none of
    * which may have run yet - a try right after the release finds none. */
