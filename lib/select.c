@@ -145,7 +145,8 @@ static int poll_cases(weft_select_case *cases, size_t n, struct select_mem *m,
   for (size_t i = 0; i < n; i++) {
     /* Inside-out Fisher-Yates: order[0..i] is a uniform permutation. */
     uint32_t j = rand_below((uint32_t)i + 1);
-    m->order[i] = m->order[j];
+    if (j != i)
+      m->order[i] = m->order[j]; /* order[i] itself is not set yet */
     m->order[j] = (uint32_t)i;
   }
   for (size_t i = 0; i < n; i++) {
