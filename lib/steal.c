@@ -14,7 +14,8 @@
  * with the longest queue, and skips it unless that queue is longer than the
  * migration cost (1 + min(failures, 4) * fail_cost) plus the locality margin;
  * it then takes up to `steal_batch` tasks. A round that takes nothing starts a
- * cooldown of backoff_min << (failures - 1) ticks, capped at backoff_max.
+ * cooldown of backoff_min << (failures - 1) ticks, capped at backoff_max
+ * (the seed also stops the shift at 8; weft lets it reach backoff_max).
  *
  * Two additions, both for a long task that holds up short ones: a queue the
  * gate refuses is taken from anyway once its head has not moved for
@@ -274,7 +275,10 @@ unsigned weft__steal_round(weft__shard *sh)
   } else {
     st->failed_streak++;
     st->seen_epoch = atomic_load_explicit(&rt->steal_epoch, memory_order_relaxed);
-    unsigned shift = st->failed_streak - 1 < 8 ? st->failed_streak - 1 : 8;
+    /* The seed stops the shift at 8, which left any steal_backoff_max above
+     * backoff_min << 8 out of reach; runtime.h promises the doubling up to
+     * the max. A 64-bit shift of at most 32 cannot overflow an unsigned. */
+    unsigned shift = st->failed_streak - 1 < 32 ? st->failed_streak - 1 : 32;
     uint64_t max = c->steal_backoff_max > c->steal_backoff_min ? c->steal_backoff_max
                                                                : c->steal_backoff_min;
     uint64_t cd = (uint64_t)c->steal_backoff_min << shift;
