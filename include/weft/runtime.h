@@ -115,12 +115,14 @@ typedef struct weft_config {
   unsigned steal_fail_cost;       /* default 1, >= 1 */
   unsigned steal_backoff_min;     /* default 1, >= 1 (rounds) */
   unsigned steal_backoff_max;     /* default 32, >= steal_backoff_min */
-  int64_t steal_stuck_ns;         /* default 10 us; 0 = never take from a queue
-                                     the gate refuses (the seed's policy) */
+  int64_t steal_stuck_ns;         /* default 10 us, >= 0; 0 = never take from a
+                                     queue the gate refuses (the seed's policy) */
   unsigned steal_queue_capacity;  /* stealable queue slots per shard, a power of
-                                     two, default 4096 (it must exceed
-                                     2 + steal_locality_margin for anything to be
-                                     stolen at all). When it is full a task
+                                     two 2..2^24, default 4096. Below
+                                     2 + steal_locality_margin no queue ever
+                                     passes the gate or wakes a sleeping
+                                     shard: only the stuck rule (a spinning
+                                     thief's) takes from it. When it is full a task
                                      that becomes runnable goes to the shard's
                                      local queue instead: it still runs, but
                                      cannot be stolen until it is queued again

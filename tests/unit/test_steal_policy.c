@@ -44,3 +44,87 @@ Test(steal, backoff_grows_up_to_backoff_max, .timeout = 60)
                 (unsigned long long)s.steal_attempts);
   rt_stop_idle(rt);
 }
+
+/* ---- what a small stealable queue still lets thieves take ------------------------------ */
+
+static atomic_bool keeper_stop;
+
+/* Pinned on shard 1: naps, so that shard keeps waking up and spinning -
+ * the stuck rule is a spinning thief's. */
+static void *napper(void *arg)
+{
+  (void)arg;
+  while (!atomic_load(&keeper_stop))
+    CO_EQ(weft_sleep(30 * WEFT_USEC), 0);
+  return NULL;
+}
+
+static void *count_run(void *arg)
+{
+  (void)arg;
+  int s = weft_shard_id();
+  CO_CHECK(s >= 0 && s < NSHARDS);
+  if (s >= 0 && s < NSHARDS)
+    atomic_fetch_add(&ran_on[s], 1);
+  return NULL;
+}
+
+struct small_queue {
+  int tasks;   /* stealable tasks queued on shard 0 (fills its queue) */
+  bool napper; /* keep shard 1 awake */
+};
+
+/* Shard 0 queues `tasks` stealable tasks and computes (no yield) until
+ * shard 1 has run one of them, at most 5 s. */
+static void *small_queue_main(void *arg)
+{
+  struct small_queue *q = arg;
+  weft_task *k = NULL, *t[8];
+  if (q->napper)
+    CO_EQ(rt_spawn(&k, WEFT_PLACE_PINNED, 1, napper, NULL), 0);
+  for (int i = 0; i < q->tasks; i++)
+    CO_EQ(rt_spawn(&t[i], WEFT_PLACE_STEALABLE, -1, count_run, NULL), 0);
+  int64_t give_up = weft_now() + 5000 * WEFT_MSEC;
+  while (atomic_load(&ran_on[1]) == 0 && weft_now() < give_up)
+    ;
+  for (int i = 0; i < q->tasks; i++)
+    rt_join_int(t[i]);
+  atomic_store(&keeper_stop, true);
+  if (k)
+    rt_join_int(k);
+  stats_now(st_end);
+  return NULL;
+}
+
+/* runtime.h used to say the capacity must exceed 2 + steal_locality_margin
+ * for anything to be stolen. A full queue of exactly that many passes the
+ * gate of a thief with no failed rounds (it holds more than 1 + margin),
+ * and wakes a sleeping one: stolen, the seed's gate alone. */
+Test(steal, a_queue_as_long_as_the_gate_is_stolen_from, .timeout = 60)
+{
+  weft_config c;
+  steal_cfg(&c);
+  c.steal_queue_capacity = 4;
+  c.steal_locality_margin = 2; /* 2 + 2 = the capacity */
+  c.steal_stuck_ns = 0;
+  struct small_queue q = {.tasks = 4};
+  run_cfg(&c, small_queue_main, &q);
+  cr_assert_eq(atomic_load(&ran_on[0]) + atomic_load(&ran_on[1]), 4);
+  cr_assert_eq(st_end[NSHARDS].steal_backpressure, 0);
+  cr_assert_gt(st_end[1].steal_success, 0, "a full queue of 2 + margin tasks was never stolen from");
+}
+
+/* And the stuck rule takes from a queue the gate refuses, whatever the
+ * capacity: here 2 slots, a gate of 12 tasks. */
+Test(steal, the_stuck_rule_takes_from_a_queue_shorter_than_the_gate, .timeout = 60)
+{
+  weft_config c;
+  steal_cfg(&c);
+  c.steal_queue_capacity = 2;
+  c.steal_locality_margin = 10;
+  struct small_queue q = {.tasks = 2, .napper = true};
+  run_cfg(&c, small_queue_main, &q);
+  cr_assert_eq(atomic_load(&ran_on[0]) + atomic_load(&ran_on[1]), 2);
+  cr_assert_gt(st_end[1].steal_stuck, 0);
+  cr_assert_gt(st_end[1].steal_success, 0, "a queue of 2 slots was never stolen from");
+}
