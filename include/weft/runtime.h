@@ -86,7 +86,10 @@ typedef struct weft_config {
    * it unless that queue holds more than the migration cost
    * (1 + min(failed rounds in a row, 4) * steal_fail_cost) plus
    * `steal_locality_margin`; otherwise it takes min(steal_batch, length)
-   * tasks (1 when the queue is just past the threshold). A round that takes
+   * tasks (1 when the queue is just past the threshold). Then, while it has
+   * budget left and other shards it has not probed, the round probes the
+   * next steal_probes victims the same way (until a probe group finds only
+   * empty queues). A round that takes
    * nothing makes the shard skip the next steal_backoff_min << (failures - 1)
    * rounds, at most steal_backoff_max. At most `steal_budget` tasks are
    * taken per loop pass. When a shard's stealable queue grows long enough

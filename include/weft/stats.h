@@ -50,7 +50,11 @@ typedef struct weft_stats {
   uint64_t pool_queued;     /* jobs waiting for a pool thread now */
   uint64_t pool_threads;    /* pool threads alive now */
   uint64_t steal_attempts;  /* victims probed */
-  uint64_t steal_scans;     /* rounds that found a non-empty victim */
+  uint64_t steal_scans;     /* probe groups (of steal_probes victims, the
+                               longest queue picked) that found a non-empty
+                               victim; a round makes more groups while its
+                               budget lasts and other shards are left to
+                               probe, so it may count several */
   uint64_t steal_success;   /* tasks stolen */
   uint64_t steal_takes;     /* probes that took at least one task (a batch) */
   uint64_t steal_skipped_backoff;  /* rounds skipped in a cooldown */

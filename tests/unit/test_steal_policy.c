@@ -128,3 +128,83 @@ Test(steal, the_stuck_rule_takes_from_a_queue_shorter_than_the_gate, .timeout = 
   cr_assert_gt(st_end[1].steal_stuck, 0);
   cr_assert_gt(st_end[1].steal_success, 0, "a queue of 2 slots was never stolen from");
 }
+
+/* ---- what a scan is ---------------------------------------------------------------------- */
+
+static atomic_bool hogs_stop;
+static atomic_int hogs_ready;
+
+static void *idle_task(void *arg)
+{
+  (void)arg;
+  return NULL;
+}
+
+/* Pinned on a victim: queues one stealable task there (a queue the gate
+ * refuses) and computes until told to stop, so that it stays queued. */
+static void *queue_one_and_hog(void *arg)
+{
+  (void)arg;
+  weft_task *t;
+  CO_EQ(rt_spawn(&t, WEFT_PLACE_STEALABLE, -1, idle_task, NULL), 0);
+  atomic_fetch_add(&hogs_ready, 1);
+  int64_t give_up = weft_now() + 10000 * WEFT_MSEC;
+  while (!atomic_load(&hogs_stop) && weft_now() < give_up)
+    ;
+  rt_join_int(t);
+  return NULL;
+}
+
+/* Three shards, one probe per group: an idle, spinning shard 0 looks at
+ * shard 1 and shard 2 in each round, two groups of one probe, and finds a
+ * short queue in each. With a one-round cooldown its rounds alternate
+ * between a failed one and a skipped one, so failed rounds and skipped
+ * rounds keep step. steal_scans counts the groups that found a non-empty
+ * victim: two per failed round, not one. */
+Test(steal, a_scan_is_a_probe_group_and_a_round_may_make_several, .timeout = 60)
+{
+  weft_config c;
+  rt_cfg(&c, 3);
+  c.steal_probes = 1;
+  c.steal_stuck_ns = 0; /* the queues of one stay where they are */
+  c.steal_backoff_min = 1;
+  c.steal_backoff_max = 1;
+  c.spin_ns = 10000 * WEFT_MSEC; /* shard 0 spins, and never parks */
+  c.spin_max_ns = 10000 * WEFT_MSEC;
+  weft_runtime *rt = rt_start_cfg(&c);
+  weft_task *h1 = rt_submit_on(rt, 1, queue_one_and_hog, NULL);
+  weft_task *h2 = rt_submit_on(rt, 2, queue_one_and_hog, NULL);
+  for (int k = 0; k < 10000 && atomic_load(&hogs_ready) < 2; k++)
+    weft_sleep(100 * WEFT_USEC);
+  cr_assert_eq(atomic_load(&hogs_ready), 2);
+  /* Shard 0 goes on while its counters are read one after another, and
+   * the reader may be preempted in between: each bound below takes what
+   * it must not overstate from the snapshot that makes it smaller - the
+   * skipped rounds and the probes from the inner pair (a2 .. b1), the
+   * scans from the outer one (a1 .. b2). */
+  weft_stats a1, a2, b1, b2;
+  cr_assert_eq(weft_stats_get(rt, 0, &a1), 0);
+  cr_assert_eq(weft_stats_get(rt, 0, &a2), 0);
+  for (int k = 0; k < 10000; k++) {
+    cr_assert_eq(weft_stats_get(rt, 0, &b1), 0);
+    if (b1.steal_skipped_backoff - a2.steal_skipped_backoff >= 1000)
+      break;
+    weft_sleep(WEFT_MSEC);
+  }
+  cr_assert_eq(weft_stats_get(rt, 0, &b2), 0);
+  atomic_store(&hogs_stop, true);
+  rt_join_int(h1);
+  rt_join_int(h2);
+  uint64_t skipped = b1.steal_skipped_backoff - a2.steal_skipped_backoff;
+  uint64_t probes = b1.steal_attempts - a2.steal_attempts;
+  uint64_t scans = b2.steal_scans - a1.steal_scans;
+  cr_assert_geq(skipped, 1000);
+  cr_assert_eq(b2.steal_success, 0);
+  cr_assert_eq(b2.parks, 0, "shard 0 slept: its rounds did not keep step with its skips");
+  /* Every probe found a queue of one: a scan per probe, two per round. */
+  cr_assert_geq(scans + 2, probes, "%llu probes, %llu scans", (unsigned long long)probes,
+                (unsigned long long)scans);
+  cr_assert_geq(scans, 2 * (skipped - 2), "%llu scans in %llu rounds",
+                (unsigned long long)scans, (unsigned long long)skipped);
+  rt_stop_idle(rt);
+}
