@@ -35,10 +35,13 @@ extern "C" {
 enum weft_placement {
   WEFT_PLACE_STEALABLE = 0,      /* default: may run on any shard; starts on
                                     opts.shard, or with -1 on the spawning shard
-                                    (round-robin from a plain thread) */
+                                    (round-robin from a plain thread or a
+                                    coroutine of another runtime) */
   WEFT_PLACE_STEALABLE_PREFERRED,/* the same (the seed's name for a stealable task
                                     given the shard it starts on) */
-  WEFT_PLACE_PINNED,             /* runs on opts.shard (-1: the spawning shard), never moves */
+  WEFT_PLACE_PINNED,             /* runs on opts.shard (-1: the spawning shard, or
+                                    round-robin from a plain thread or a
+                                    coroutine of another runtime), never moves */
   WEFT_PLACE_ROUND_ROBIN,        /* next shard in turn, never moves */
   WEFT_PLACE_STICKY,             /* shard chosen by hashing opts.key: the same key
                                     always gives the same shard; never moves */

@@ -208,3 +208,46 @@ Test(steal, a_scan_is_a_probe_group_and_a_round_may_make_several, .timeout = 60)
                 (unsigned long long)scans, (unsigned long long)skipped);
   rt_stop_idle(rt);
 }
+
+/* ---- where a task with shard -1 starts when nothing spawns it from a shard ---------------- */
+
+static atomic_int first_shard[4], moved_after_start;
+
+static void *report_shard(void *arg)
+{
+  int i = (int)(intptr_t)arg;
+  int s = weft_shard_id();
+  atomic_store(&first_shard[i], s);
+  for (int y = 0; y < 20; y++) {
+    CO_EQ(weft_yield(), 0);
+    if (weft_shard_id() != s)
+      atomic_fetch_add(&moved_after_start, 1);
+  }
+  return NULL;
+}
+
+/* task.h: PINNED runs on opts.shard, -1 meaning the spawning shard. A plain
+ * thread has none: its pinned tasks with shard -1 go round-robin, as its
+ * stealable ones do, and stay where they start. */
+Test(steal, pinned_with_no_spawning_shard_goes_round_robin, .timeout = 30)
+{
+  weft_runtime *rt = rt_start(NSHARDS);
+  weft_spawn_opts o;
+  weft_spawn_opts_init(&o);
+  o.placement = WEFT_PLACE_PINNED;
+  o.shard = -1;
+  weft_task *t[4];
+  for (int i = 0; i < 4; i++) {
+    atomic_store(&first_shard[i], -1);
+    cr_assert_eq(weft_runtime_submit(rt, &o, report_shard, (void *)(intptr_t)i, &t[i]), 0);
+  }
+  for (int i = 0; i < 4; i++)
+    cr_assert_eq(weft_join(t[i], NULL), 0);
+  for (int i = 0; i < 4; i++)
+    cr_assert(atomic_load(&first_shard[i]) >= 0 && atomic_load(&first_shard[i]) < NSHARDS);
+  /* One shard after the other. */
+  for (int i = 1; i < 4; i++)
+    cr_assert_neq(atomic_load(&first_shard[i]), atomic_load(&first_shard[i - 1]), "task %d", i);
+  cr_assert_eq(atomic_load(&moved_after_start), 0);
+  rt_stop_idle(rt);
+}
