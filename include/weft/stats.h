@@ -66,6 +66,8 @@ typedef struct weft_stats {
   uint64_t steal_local_hits;/* stealable tasks run by the shard that queued them
                                (counted while stealing is possible: steal on and
                                more than one shard) */
+  /* The three ratios are 0 when their divisor is 0 (nothing stolen or
+   * queued, no probe, no scan): never NaN. */
   double local_hit_ratio;   /* steal_local_hits / (steal_local_hits + steal_success) */
   double steal_success_rate;/* steal_takes / steal_attempts: share of probes
                                that found something to take (<= 1) */

@@ -251,3 +251,23 @@ Test(steal, pinned_with_no_spawning_shard_goes_round_robin, .timeout = 30)
   cr_assert_eq(atomic_load(&moved_after_start), 0);
   rt_stop_idle(rt);
 }
+
+/* ---- the derived ratios with nothing to divide by ---------------------------------------- */
+
+/* One shard: nothing is ever stolen, probed or counted as a local hit, so
+ * every ratio divides by 0 - stats.h says it is 0 then, not NaN. */
+Test(steal, ratios_with_a_zero_divisor_are_zero, .timeout = 30)
+{
+  weft_runtime *rt = rt_start(1);
+  weft_task *t = rt_submit_on(rt, 0, idle_task, NULL);
+  cr_assert_eq(weft_join(t, NULL), 0);
+  for (int shard = -1; shard <= 0; shard++) {
+    weft_stats s;
+    cr_assert_eq(weft_stats_get(rt, shard, &s), 0);
+    cr_assert_eq(s.steal_local_hits + s.steal_success + s.steal_attempts + s.steal_scans, 0);
+    cr_assert(s.local_hit_ratio == 0.0, "shard %d: %f", shard, s.local_hit_ratio);
+    cr_assert(s.steal_success_rate == 0.0, "shard %d: %f", shard, s.steal_success_rate);
+    cr_assert(s.stolen_per_scan == 0.0, "shard %d: %f", shard, s.stolen_per_scan);
+  }
+  rt_stop_idle(rt);
+}
