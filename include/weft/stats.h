@@ -45,10 +45,12 @@ typedef struct weft_stats {
   uint64_t sq_full_flushes; /* submissions forced by a full SQ */
   uint64_t cq_overflows;    /* times completions had overflowed the CQ (none lost:
                                the kernel keeps them until they are reaped) */
-  /* Work stealing (counted on the shard that does it). */
+  /* The blocking pool (weft/blocking.h) is the runtime's: every shard's
+   * snapshot and the sum give the same, runtime-wide, values. */
   uint64_t pool_jobs;       /* blocking-pool jobs finished (runtime-wide) */
   uint64_t pool_queued;     /* jobs waiting for a pool thread now */
   uint64_t pool_threads;    /* pool threads alive now */
+  /* Work stealing (counted on the shard that does it). */
   uint64_t steal_attempts;  /* victims probed */
   uint64_t steal_scans;     /* probe groups (of steal_probes victims, the
                                longest queue picked) that found a non-empty

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Suite "steal", part 4 - the policy knobs as runtime.h states them, taken
- * one by one to their documented limits: how long the backoff grows.
+ * Suite "steal", part 4 - the policy and the counters as the headers state
+ * them, at their limits: how long the backoff grows, what a small stealable
+ * queue still gives up, what a scan is, where a pinned task with no
+ * spawning shard starts, the ratios with a zero divisor, and the pool
+ * counters among the steal counters.
  */
 #include "steal_test.h"
 
@@ -268,6 +271,44 @@ Test(steal, ratios_with_a_zero_divisor_are_zero, .timeout = 30)
     cr_assert(s.local_hit_ratio == 0.0, "shard %d: %f", shard, s.local_hit_ratio);
     cr_assert(s.steal_success_rate == 0.0, "shard %d: %f", shard, s.steal_success_rate);
     cr_assert(s.stolen_per_scan == 0.0, "shard %d: %f", shard, s.stolen_per_scan);
+  }
+  rt_stop_idle(rt);
+}
+
+/* ---- the pool counters among the steal counters --------------------------------------- */
+
+static void *pool_job(void *arg)
+{
+  return arg;
+}
+
+static void *pool_calls(void *arg)
+{
+  (void)arg;
+  for (int i = 0; i < 5; i++) {
+    void *ret = NULL;
+    CO_EQ(weft_blocking(pool_job, (void *)(intptr_t)(i + 1), &ret), 0);
+    CO_EQ((intptr_t)ret, i + 1);
+  }
+  return NULL;
+}
+
+/* stats.h listed pool_jobs, pool_queued and pool_threads under "work
+ * stealing, counted on the shard that does it": they are the runtime's,
+ * the same in every shard's snapshot (shard 1 made no call) and in the
+ * sum, not added up over the shards. */
+Test(steal, pool_counters_are_runtime_wide_in_every_snapshot, .timeout = 30)
+{
+  weft_runtime *rt = rt_start(NSHARDS);
+  weft_task *t = rt_submit_on(rt, 0, pool_calls, NULL);
+  cr_assert_eq(weft_join(t, NULL), 0);
+  weft_stats s[NSHARDS + 1];
+  for (int i = 0; i <= NSHARDS; i++)
+    cr_assert_eq(weft_stats_get(rt, i < NSHARDS ? i : -1, &s[i]), 0);
+  for (int i = 0; i <= NSHARDS; i++) {
+    cr_assert_eq(s[i].pool_jobs, 5, "snapshot %d: %llu jobs", i, (unsigned long long)s[i].pool_jobs);
+    cr_assert_eq(s[i].pool_threads, s[0].pool_threads);
+    cr_assert_eq(s[i].pool_queued, 0);
   }
   rt_stop_idle(rt);
 }
