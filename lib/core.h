@@ -167,11 +167,12 @@ struct weft__steal_state {
   unsigned steps;         /* cursor steps in the current cycle of the walk */
   unsigned failed_streak; /* rounds in a row that took nothing */
   unsigned cooldown;      /* rounds still to skip */
-  /* The stuck rule: the short queue last refused by the gate, where its
-   * head was and since when (weft__now). */
-  int stuck_victim;       /* shard id, -1 none */
-  uint32_t stuck_head;
-  int64_t stuck_since;
+  /* The stuck rule, per victim: where its head was when this thief's gate
+   * last found it moved (or first refused it), and since when (weft__now;
+   * 0 = never looked at). One slot each: a thief that refuses several
+   * short queues in turn must still see each of them stand still. */
+  uint32_t stuck_head[WEFT_MAX_SHARDS];
+  int64_t stuck_since[WEFT_MAX_SHARDS];
 };
 
 /* ---- shards --------------------------------------------------------------- */

@@ -548,7 +548,6 @@ void *weft__shard_main(void *arg)
   set_thread_identity(sh);
   weft__timer_heap_init(&sh->timers);
   sh->steal.cursor = (unsigned)(sh->id + 1);
-  sh->steal.stuck_victim = -1;
   sh->spin_window = sh->rt->cfg.spin_ns;
   atomic_store_explicit(&sh->spin_window_peak, sh->spin_window, memory_order_relaxed);
   /* The ring is created on this thread so that SINGLE_ISSUER and

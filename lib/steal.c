@@ -166,7 +166,13 @@ static void prefetch_run(weft_task *t)
 }
 
 /* The stuck rule: true once `v`'s queue (non-empty, refused by the gate)
- * has kept its head for steal_stuck_ns, as seen by this thief's rounds. */
+ * has kept its head for steal_stuck_ns, as seen by this thief's rounds.
+ * Each victim keeps its own mark: with one mark for all, a thief whose
+ * rounds refuse two short queues in turn (probe groups of one, or the
+ * cursor moving the groups) restarted the clock at every look and never
+ * took from either. A head that has not moved since the mark means that
+ * nothing was taken from the queue since: its oldest task has waited at
+ * least that long, however long ago the mark was made. */
 static bool queue_stuck(weft__shard *sh, weft__shard *v)
 {
   int64_t limit = sh->rt->cfg.steal_stuck_ns;
@@ -175,13 +181,12 @@ static bool queue_stuck(weft__shard *sh, weft__shard *v)
   struct weft__steal_state *st = &sh->steal;
   uint32_t head = atomic_load_explicit(&v->deque.head, memory_order_relaxed);
   int64_t now = weft__now();
-  if (st->stuck_victim != v->id || st->stuck_head != head) {
-    st->stuck_victim = v->id;
-    st->stuck_head = head;
-    st->stuck_since = now;
+  if (st->stuck_since[v->id] == 0 || st->stuck_head[v->id] != head) {
+    st->stuck_head[v->id] = head;
+    st->stuck_since[v->id] = now;
     return false;
   }
-  return now - st->stuck_since >= limit;
+  return now - st->stuck_since[v->id] >= limit;
 }
 
 unsigned weft__steal_round(weft__shard *sh)

@@ -3,8 +3,9 @@
  * Suite "steal", part 4 - the policy and the counters as the headers state
  * them, at their limits: how long the backoff grows, what a small stealable
  * queue still gives up, what a scan is, where a pinned task with no
- * spawning shard starts, the ratios with a zero divisor, and the pool
- * counters among the steal counters.
+ * spawning shard starts, the ratios with a zero divisor, the pool
+ * counters among the steal counters, and the stuck rule with several short
+ * queues.
  */
 #include "steal_test.h"
 
@@ -310,5 +311,76 @@ Test(steal, pool_counters_are_runtime_wide_in_every_snapshot, .timeout = 30)
     cr_assert_eq(s[i].pool_threads, s[0].pool_threads);
     cr_assert_eq(s[i].pool_queued, 0);
   }
+  rt_stop_idle(rt);
+}
+
+/* ---- the stuck rule with several short queues -------------------------------------------- */
+
+static atomic_int stuck_taken_by[3];
+
+static void *note_where(void *arg)
+{
+  (void)arg;
+  int s = weft_shard_id();
+  CO_CHECK(s >= 0 && s < 3);
+  if (s >= 0 && s < 3)
+    atomic_fetch_add(&stuck_taken_by[s], 1);
+  return NULL;
+}
+
+static atomic_int stuck_hogs_started, stuck_queued;
+
+/* One per shard, pinned. Once all three run (so no shard is idle to take
+ * anything meanwhile), the ones on shards 1 and 2 queue one stealable task
+ * each on their own shard and compute until shard 0 has run one of them
+ * (at most 5 s); the one on shard 0 returns when both are queued, leaving
+ * shard 0 idle next to two short queues. */
+static void *stuck_hog(void *arg)
+{
+  int me = (int)(intptr_t)arg;
+  atomic_fetch_add(&stuck_hogs_started, 1);
+  int64_t give_up = weft_now() + 5000 * WEFT_MSEC;
+  while (atomic_load(&stuck_hogs_started) < 3 && weft_now() < give_up)
+    ;
+  if (me == 0) {
+    while (atomic_load(&stuck_queued) < 2 && weft_now() < give_up)
+      ;
+    return NULL;
+  }
+  weft_task *t;
+  CO_EQ(rt_spawn(&t, WEFT_PLACE_STEALABLE, -1, note_where, NULL), 0);
+  atomic_fetch_add(&stuck_queued, 1);
+  while (atomic_load(&stuck_taken_by[0]) == 0 && weft_now() < give_up)
+    ;
+  rt_join_int(t);
+  return NULL;
+}
+
+/* runtime.h: a queue too short for the gate is taken anyway once it has
+ * not moved for steal_stuck_ns. Two such queues, on shards 1 and 2 whose
+ * owners compute, probed by an idle shard 0 in two groups of one probe:
+ * the rule must still see each of them stand still, not forget one
+ * whenever it looks at the other. */
+Test(steal, the_stuck_rule_sees_several_short_queues_stand_still, .timeout = 60)
+{
+  weft_config c;
+  rt_cfg(&c, 3);
+  c.steal_probes = 1;
+  c.spin_ns = 10000 * WEFT_MSEC; /* shard 0 spins: the rule is a spinning thief's */
+  c.spin_max_ns = 10000 * WEFT_MSEC;
+  weft_runtime *rt = rt_start_cfg(&c);
+  weft_task *h[3];
+  for (int i = 0; i < 3; i++)
+    h[i] = rt_submit_on(rt, i, stuck_hog, (void *)(intptr_t)i);
+  for (int i = 0; i < 3; i++)
+    rt_join_int(h[i]);
+  cr_assert_eq(atomic_load(&stuck_queued), 2);
+  weft_stats s;
+  cr_assert_eq(weft_stats_get(rt, 0, &s), 0);
+  cr_assert_gt(atomic_load(&stuck_taken_by[0]), 0,
+               "two short queues stood still for 5 s next to an idle shard (%llu taken "
+               "by the stuck rule, %llu refused by the gate)",
+               (unsigned long long)s.steal_stuck, (unsigned long long)s.steal_skipped_locality);
+  cr_assert_gt(s.steal_stuck, 0);
   rt_stop_idle(rt);
 }
