@@ -95,7 +95,12 @@ weft_task *weft__steal_pop_local(weft__shard *sh)
   weft_task *t;
   if (weft__deque_take(&sh->deque, &t, 1) == 0)
     return NULL;
-  weft__count(&sh->stats.steal_local_hits, 1);
+  /* A hit is a task run here (stats.h). One cancelled before it ever ran
+   * is finished without running (run_one, weft__task_suspend): no hit. A
+   * cancel landing between this look and that check still counts one. */
+  if (t->coro.state != WEFT__CORO_CREATED ||
+      !atomic_load_explicit(&t->cancelled, memory_order_relaxed))
+    weft__count(&sh->stats.steal_local_hits, 1);
   return t;
 }
 

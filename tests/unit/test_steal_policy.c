@@ -4,8 +4,8 @@
  * them, at their limits: how long the backoff grows, what a small stealable
  * queue still gives up, what a scan is, where a pinned task with no
  * spawning shard starts, the ratios with a zero divisor, the pool
- * counters among the steal counters, and the stuck rule with several short
- * queues.
+ * counters among the steal counters, the stuck rule with several short
+ * queues, and what a local hit is.
  */
 #include "steal_test.h"
 
@@ -383,4 +383,48 @@ Test(steal, the_stuck_rule_sees_several_short_queues_stand_still, .timeout = 60)
                (unsigned long long)s.steal_stuck, (unsigned long long)s.steal_skipped_locality);
   cr_assert_gt(s.steal_stuck, 0);
   rt_stop_idle(rt);
+}
+
+/* ---- a local hit is a task run ---------------------------------------------------------- */
+
+#define CANCELLED_UNSTARTED 10
+
+static atomic_int unstarted_bodies;
+
+static void *never_runs(void *arg)
+{
+  (void)arg;
+  atomic_fetch_add(&unstarted_bodies, 1);
+  return NULL;
+}
+
+static void *cancel_queued_main(void *arg)
+{
+  (void)arg;
+  weft_task *t[CANCELLED_UNSTARTED];
+  for (int i = 0; i < CANCELLED_UNSTARTED; i++)
+    CO_EQ(rt_spawn(&t[i], WEFT_PLACE_STEALABLE, -1, never_runs, NULL), 0);
+  for (int i = 0; i < CANCELLED_UNSTARTED; i++)
+    CO_EQ(weft_cancel(t[i]), 0);
+  for (int i = 0; i < CANCELLED_UNSTARTED; i++)
+    CO_EQ(weft_join(t[i], NULL), -ECANCELED);
+  stats_now(st_end);
+  return NULL;
+}
+
+/* stats.h: steal_local_hits counts stealable tasks run by the shard that
+ * queued them. Tasks cancelled while they sat in the stealable queue,
+ * before they ever ran, are finished without running: no hit. (No thief
+ * takes them: the margin keeps every queue home.) */
+Test(steal, cancelled_tasks_that_never_ran_are_no_local_hits, .timeout = 30)
+{
+  weft_config c;
+  steal_cfg(&c);
+  c.steal_locality_margin = UINT_MAX;
+  c.steal_stuck_ns = 0;
+  run_cfg(&c, cancel_queued_main, NULL);
+  cr_assert_eq(atomic_load(&unstarted_bodies), 0);
+  cr_assert_eq(st_end[NSHARDS].steal_success, 0);
+  cr_assert_eq(st_end[0].steal_local_hits, 0, "%llu local hits for tasks that never ran",
+               (unsigned long long)st_end[0].steal_local_hits);
 }
