@@ -326,8 +326,14 @@ static int control(weft_ws *ws, const struct frame *f, int64_t deadline)
 {
   unsigned char body[125];
   int r = read_payload(ws, f, body, (size_t)f->len);
-  if (r < 0)
+  if (r < 0) {
+    /* Its header is consumed: the stream is out of step, even between
+     * messages and with an older pong still owed (weft_ws_close's reading
+     * does not pay it first), which the caller would take for a pong that
+     * could not start. */
+    atomic_store_explicit(&ws->broken, true, memory_order_relaxed);
     return r;
+  }
   if (f->op == OP_PING) {
     memcpy(ws->owed, body, (size_t)f->len);
     ws->owed_len = (size_t)f->len;

@@ -6,8 +6,9 @@
  * not be written (the send lock held past its deadline by a large send)
  * still ends the sending of messages, as weft_ws_close promises; a pong
  * that cannot be written by a receive's deadline is owed, and the
- * connection stays whole; a send cut short part-way through its frame
- * breaks the connection.
+ * connection stays whole - but a control frame cut short breaks it, pong
+ * owed or not; a send cut short part-way through its frame breaks the
+ * connection.
  */
 #include "ws_test.h"
 
@@ -244,6 +245,58 @@ static void *owed_pong_main(void *arg)
 Test(websocket, a_pong_that_cannot_go_yet_is_owed_not_fatal, .timeout = 60)
 {
   rt_run(2, owed_pong_main, NULL);
+  rt_assert_clean();
+}
+
+/* A control frame cut short while weft_ws_close drops what comes, with a
+ * pong still owed from an earlier receive: its header is consumed, so the
+ * stream is out of step and the connection broken - the owed pong must not
+ * make the cut look like a timeout between messages. The pong's payload
+ * holds a well-formed text frame: read as one, it would be a message the
+ * peer never sent. */
+static void *drain_big(void *arg)
+{
+  int fd = *(int *)arg;
+  unsigned char first, payload[16];
+  CO_EQ(raw_client_frame(fd, &first, payload, sizeof(payload)), BIG);
+  CO_EQ(first, 0x82);
+  return NULL;
+}
+
+static void *cut_control_main(void *arg)
+{
+  (void)arg;
+  int sv[2];
+  weft_ws *srv, *cli;
+  ws_pair(sv, &srv, &cli);
+  struct big_send b;
+  weft_task *t = start_big_send(&b, cli); /* holds the client's send lock */
+  CO_EQ(weft_ws_ping(srv, "p1", 2, weft_now() + 5 * WEFT_SEC), 0);
+  char buf[16];
+  int type = 0;
+  CO_EQ(weft_ws_recv(cli, buf, sizeof(buf), &type, weft_now() + 50 * WEFT_MSEC), -ETIMEDOUT);
+  weft_task *d;
+  CO_EQ(weft_spawn(&d, NULL, drain_big, &sv[0]), 0);
+  CO_EQ(weft_join(t, NULL), 0);
+  CO_EQ(weft_join(d, NULL), 0);
+  /* A pong of 5 bytes, 2 of them sent: the close times out inside it.
+   * Its payload starts like a text frame "X". */
+  static const unsigned char head[] = {0x8A, 0x05, 0x81, 0x01}, rest[] = {'X', 'y', 'z'};
+  raw_send(sv[0], head, sizeof(head));
+  CO_EQ(weft_ws_close(cli, 1000, NULL, weft_now() + 50 * WEFT_MSEC), -ETIMEDOUT);
+  raw_send(sv[0], rest, sizeof(rest));
+  CO_EQ(weft_ws_recv(cli, buf, sizeof(buf), &type, weft_now() + 5 * WEFT_SEC), -EPIPE);
+  CO_EQ(weft_ws_close(cli, 1000, NULL, weft_now() + 5 * WEFT_SEC), -EPIPE);
+  free(b.buf);
+  weft_ws_free(srv);
+  weft_ws_free(cli);
+  io_close_pipe(sv);
+  return NULL;
+}
+
+Test(websocket, a_control_frame_cut_short_breaks_even_with_a_pong_owed, .timeout = 60)
+{
+  rt_run(2, cut_control_main, NULL);
   rt_assert_clean();
 }
 
