@@ -237,6 +237,7 @@ struct head {
   bool upgrade, connection;
   char key[64];           /* Sec-WebSocket-Key or -Accept, "" if absent */
   char version[16];
+  int keys, versions;     /* lines of each seen: more than one is invalid */
 };
 
 /* The next item of a comma-separated header value at *p, blanks around it
@@ -327,16 +328,22 @@ static int read_head(weft_ws *ws, struct head *h, bool request)
     const char *keyname = request ? "Sec-WebSocket-Key" : "Sec-WebSocket-Accept";
     /* Lines of a list header repeated mean the same as one line with
      * their values joined by commas (RFC 7230 3.2.2): a proxy's added
-     * "Connection: keep-alive" must not hide the "Upgrade" before it. */
-    if (strcasecmp(line, "Upgrade") == 0)
+     * "Connection: keep-alive" must not hide the "Upgrade" before it.
+     * The key, accept value and version may come once (RFC 6455 11.3.1,
+     * 11.3.3, 11.3.5): joined, they are no valid value, and taking one of
+     * the lines would answer for a value weft_ws_header may not return.
+     * They are counted here and refused by the caller. */
+    if (strcasecmp(line, "Upgrade") == 0) {
       h->upgrade |= has_token(v, "websocket");
-    else if (strcasecmp(line, "Connection") == 0)
+    } else if (strcasecmp(line, "Connection") == 0) {
       h->connection |= has_token(v, "upgrade");
-    else if (strcasecmp(line, keyname) == 0 && strlen(v) < sizeof(h->key))
-      snprintf(h->key, sizeof(h->key), "%s", v);
-    else if (request && strcasecmp(line, "Sec-WebSocket-Version") == 0 &&
-             strlen(v) < sizeof(h->version))
-      snprintf(h->version, sizeof(h->version), "%s", v);
+    } else if (strcasecmp(line, keyname) == 0) {
+      if (h->keys++ == 0 && strlen(v) < sizeof(h->key))
+        snprintf(h->key, sizeof(h->key), "%s", v);
+    } else if (request && strcasecmp(line, "Sec-WebSocket-Version") == 0) {
+      if (h->versions++ == 0 && strlen(v) < sizeof(h->version))
+        snprintf(h->version, sizeof(h->version), "%s", v);
+    }
   }
 }
 
@@ -506,7 +513,7 @@ static int accept_request(weft_ws *ws, const weft_ws_opts *o, int64_t deadline)
   int r = read_head(ws, h, true);
   char target[WS_PATH_MAX];
   if (r == 0 && (!request_line(h->first, target) || !h->upgrade || !h->connection ||
-                 !key_valid(h->key)))
+                 !key_valid(h->key) || h->keys > 1 || h->versions > 1))
     r = -EPROTO;
   if (r == 0 && strcmp(h->version, "13") != 0) {
     send_text(ws, "HTTP/1.1 426 Upgrade Required\r\nSec-WebSocket-Version: 13\r\n"
@@ -647,7 +654,7 @@ static int connect_request(weft_ws *ws, const char *host, const char *path,
   r = read_head(ws, h, false);
   int status = 0;
   if (r == 0 && (sscanf(h->first, "HTTP/1.1 %d", &status) != 1 || status != 101 ||
-                 !h->upgrade || !h->connection || strcmp(h->key, want) != 0))
+                 !h->upgrade || !h->connection || h->keys > 1 || strcmp(h->key, want) != 0))
     r = -EPROTO;
   free(h);
   if (r == 0) {

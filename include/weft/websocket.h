@@ -65,7 +65,8 @@ enum {
  * path. A request that is not a valid WebSocket upgrade (not GET, not
  * HTTP/1.1, a request line not "GET <target> HTTP/1.1" exactly, a target of
  * 2048 bytes or more, missing Upgrade/Connection/Sec-WebSocket-Key -
- * repeated lines of those two count together - or headers over 8 KiB)
+ * repeated lines of those two count together - a Sec-WebSocket-Key or
+ * Sec-WebSocket-Version line repeated, or headers over 8 KiB)
  * is answered 400 - or 426 with the version weft speaks, for a
  * Sec-WebSocket-Version other than 13 - and the call returns -EPROTO.
  * Also -EINVAL (out NULL, fd < 0), -ENOMEM, -ETIMEDOUT, -ECANCELED, the
@@ -78,7 +79,8 @@ WEFT_API int weft_ws_accept(weft_ws **out, int fd, int64_t deadline);
  * checks the answer, Sec-WebSocket-Accept included. -EINVAL (NULL
  * arguments, fd < 0, a path without its '/', an empty host, a blank or a
  * control character in host or path),
- * -EPROTO (the server did not switch protocols, or answered wrongly),
+ * -EPROTO (the server did not switch protocols, or answered wrongly:
+ * Sec-WebSocket-Accept missing, wrong or repeated),
  * -EPIPE (the server closed the connection without answering), -ENOMEM,
  * -ETIMEDOUT, -ECANCELED, the socket's errors. */
 WEFT_API int weft_ws_connect(weft_ws **out, int fd, const char *host, const char *path,

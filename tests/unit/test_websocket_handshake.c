@@ -6,7 +6,8 @@
  * extension), extra request headers and the peer's headers as read back,
  * a server's check refusing a request with the status it returns, the
  * options refused before anything is written, Connection lines repeated
- * (they count together), and request lines parsed exactly.
+ * (they count together), the key, version and accept lines repeated (they
+ * may come once), and request lines parsed exactly.
  */
 #include "ws_test.h"
 
@@ -453,6 +454,68 @@ static void *request_lines_main(void *arg)
 Test(websocket, list_headers_over_lines_and_exact_request_lines, .timeout = 30)
 {
   rt_run(1, request_lines_main, NULL);
+  rt_assert_clean();
+}
+
+/* ---- fields the RFC allows once ---------------------------------------------------------------- */
+
+/* Sec-WebSocket-Key and -Version may not appear twice in a request, nor
+ * Sec-WebSocket-Accept in an answer (RFC 6455 11.3.1, 11.3.5, 11.3.3): as
+ * one list, their values are no key, version or accept value. Taking one
+ * of them would also answer for a key weft_ws_header does not return. */
+static void *repeated_main(void *arg)
+{
+  (void)arg;
+  int sv[2], r;
+  char head[2048], req[1024];
+  static const char *const twice[] = {
+      "Sec-WebSocket-Key: short\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+      "Sec-WebSocket-Version: 13\r\n",
+      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Key: AAAAAAAAAAAAAAAAAAAAAA==\r\n"
+      "Sec-WebSocket-Version: 13\r\n",
+      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 8\r\n"
+      "Sec-WebSocket-Version: 13\r\n",
+  };
+  for (size_t i = 0; i < sizeof(twice) / sizeof(twice[0]); i++) {
+    snprintf(req, sizeof(req),
+             "GET /a HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n%s\r\n",
+             twice[i]);
+    pair(sv);
+    weft_ws *ws = server_answers(sv, req, NULL, &r, head, sizeof(head));
+    CO_EQ(r, -EPROTO);
+    CO_CHECK(ws == NULL);
+    CO_CHECK(strncmp(head, "HTTP/1.1 400 ", 13) == 0);
+    weft_ws_free(ws);
+    io_close_pipe(sv);
+  }
+  /* The client: the right accept value, twice. */
+  pair(sv);
+  struct connecting c = {.fd = sv[0], .r = 1};
+  weft_task *t;
+  CO_EQ(io_spawn_on(&t, weft_shard_id(), connect_task, &c), 0);
+  raw_head(sv[1], head, sizeof(head));
+  const char *k = strstr(head, "\r\nSec-WebSocket-Key: ");
+  CO_CHECK(k != NULL);
+  char key[25] = "", acc[29], answer[512];
+  if (k)
+    memcpy(key, k + 21, 24);
+  weft__ws_accept_value(key, acc);
+  snprintf(answer, sizeof(answer),
+           "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+           "Sec-WebSocket-Accept: %s\r\nSec-WebSocket-Accept: %s\r\n\r\n",
+           acc, acc);
+  raw_send(sv[1], answer, strlen(answer));
+  CO_EQ(weft_join(t, NULL), 0);
+  CO_EQ(c.r, -EPROTO);
+  CO_CHECK(c.ws == NULL);
+  weft_ws_free(c.ws);
+  io_close_pipe(sv);
+  return NULL;
+}
+
+Test(websocket, fields_allowed_once_are_refused_twice, .timeout = 30)
+{
+  rt_run(1, repeated_main, NULL);
   rt_assert_clean();
 }
 
