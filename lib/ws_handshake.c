@@ -238,6 +238,7 @@ struct head {
   char key[64];           /* Sec-WebSocket-Key or -Accept, "" if absent */
   char version[16];
   int keys, versions;     /* lines of each seen: more than one is invalid */
+  int hosts;              /* Host lines of a request: exactly one is valid */
 };
 
 /* The next item of a comma-separated header value at *p, blanks around it
@@ -343,6 +344,8 @@ static int read_head(weft_ws *ws, struct head *h, bool request)
     } else if (request && strcasecmp(line, "Sec-WebSocket-Version") == 0) {
       if (h->versions++ == 0 && strlen(v) < sizeof(h->version))
         snprintf(h->version, sizeof(h->version), "%s", v);
+    } else if (request && strcasecmp(line, "Host") == 0) {
+      h->hosts++; /* RFC 6455 4.2.1; RFC 7230 5.4: 400 unless exactly one */
     }
   }
 }
@@ -513,7 +516,7 @@ static int accept_request(weft_ws *ws, const weft_ws_opts *o, int64_t deadline)
   int r = read_head(ws, h, true);
   char target[WS_PATH_MAX];
   if (r == 0 && (!request_line(h->first, target) || !h->upgrade || !h->connection ||
-                 !key_valid(h->key) || h->keys > 1 || h->versions > 1))
+                 !key_valid(h->key) || h->keys > 1 || h->versions > 1 || h->hosts != 1))
     r = -EPROTO;
   if (r == 0 && strcmp(h->version, "13") != 0) {
     send_text(ws, "HTTP/1.1 426 Upgrade Required\r\nSec-WebSocket-Version: 13\r\n"

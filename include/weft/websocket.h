@@ -66,7 +66,8 @@ enum {
  * HTTP/1.1, a request line not "GET <target> HTTP/1.1" exactly, a target of
  * 2048 bytes or more, missing Upgrade/Connection/Sec-WebSocket-Key -
  * repeated lines of those two count together - a Sec-WebSocket-Key or
- * Sec-WebSocket-Version line repeated, or headers over 8 KiB)
+ * Sec-WebSocket-Version line repeated, no Host line or more than one, or
+ * headers over 8 KiB)
  * is answered 400 - or 426 with the version weft speaks, for a
  * Sec-WebSocket-Version other than 13 - and the call returns -EPROTO.
  * Also -EINVAL (out NULL, fd < 0), -ENOMEM, -ETIMEDOUT, -ECANCELED, the

@@ -401,19 +401,20 @@ static void bad_request(const char *req, const char *status)
 static void *handshakes_main(void *arg)
 {
   (void)arg;
-  bad_request("POST /chat HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+  bad_request("POST /chat HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
               "HTTP/1.1 400 ");
-  bad_request("GET /chat HTTP/1.0\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+  bad_request("GET /chat HTTP/1.0\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
               "HTTP/1.1 400 ");
-  bad_request("GET /chat HTTP/1.1\r\nConnection: Upgrade\r\n"
+  bad_request("GET /chat HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\n"
               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
               "HTTP/1.1 400 ");
-  bad_request("GET /chat HTTP/1.1\r\nUpgrade: websocket\r\nConnection: keep-alive, Upgrade\r\n"
-              "Sec-WebSocket-Key: short\r\nSec-WebSocket-Version: 13\r\n\r\n",
+  bad_request("GET /chat HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\n"
+              "Connection: keep-alive, Upgrade\r\nSec-WebSocket-Key: short\r\n"
+              "Sec-WebSocket-Version: 13\r\n\r\n",
               "HTTP/1.1 400 ");
-  bad_request("GET /chat HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+  bad_request("GET /chat HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 8\r\n\r\n",
               "HTTP/1.1 426 Upgrade Required\r\nSec-WebSocket-Version: 13\r\n");
   bad_request("GET /chat HTTP/1.1\r\nUpgrade: websocket\r\n", "HTTP/1.1 400 "); /* cut */
@@ -428,7 +429,7 @@ static void *handshakes_main(void *arg)
   /* Case and spacing of header names and tokens do not matter. */
   int sv[2];
   pair(sv);
-  static const char mixed[] = "GET /x?y=1 HTTP/1.1\r\nupgrade:  WebSocket \r\n"
+  static const char mixed[] = "GET /x?y=1 HTTP/1.1\r\nhOST: h\r\nupgrade:  WebSocket \r\n"
                               "CONNECTION: keep-alive,upgrade\r\n"
                               "sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
                               "sec-websocket-version: 13\r\n\r\n";

@@ -457,7 +457,7 @@ Test(websocket, list_headers_over_lines_and_exact_request_lines, .timeout = 30)
   rt_assert_clean();
 }
 
-/* ---- fields the RFC allows once ---------------------------------------------------------------- */
+/* ---- fields the RFC allows once ------------------------------------------------------- */
 
 /* Sec-WebSocket-Key and -Version may not appear twice in a request, nor
  * Sec-WebSocket-Accept in an answer (RFC 6455 11.3.1, 11.3.5, 11.3.3): as
@@ -471,8 +471,8 @@ static void *repeated_main(void *arg)
   static const char *const twice[] = {
       "Sec-WebSocket-Key: short\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
       "Sec-WebSocket-Version: 13\r\n",
-      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Key: AAAAAAAAAAAAAAAAAAAAAA==\r\n"
-      "Sec-WebSocket-Version: 13\r\n",
+      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+      "Sec-WebSocket-Key: AAAAAAAAAAAAAAAAAAAAAA==\r\nSec-WebSocket-Version: 13\r\n",
       "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 8\r\n"
       "Sec-WebSocket-Version: 13\r\n",
   };
@@ -516,6 +516,36 @@ static void *repeated_main(void *arg)
 Test(websocket, fields_allowed_once_are_refused_twice, .timeout = 30)
 {
   rt_run(1, repeated_main, NULL);
+  rt_assert_clean();
+}
+
+/* Host must come exactly once (RFC 6455 4.2.1 item 2; RFC 7230 5.4 has a
+ * server answer 400 to a request without it, or with it twice). */
+static void *host_main(void *arg)
+{
+  (void)arg;
+  int sv[2], r;
+  char head[2048], req[1024];
+  static const char *const hosts[] = {"", "Host: a\r\nHost: b\r\n", "host: a\r\nHOST: a\r\n"};
+  for (size_t i = 0; i < sizeof(hosts) / sizeof(hosts[0]); i++) {
+    snprintf(req, sizeof(req),
+             "GET /a HTTP/1.1\r\n%sUpgrade: websocket\r\nConnection: Upgrade\r\n"
+             "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+             hosts[i]);
+    pair(sv);
+    weft_ws *ws = server_answers(sv, req, NULL, &r, head, sizeof(head));
+    CO_EQ(r, -EPROTO);
+    CO_CHECK(ws == NULL);
+    CO_CHECK(strncmp(head, "HTTP/1.1 400 ", 13) == 0);
+    weft_ws_free(ws);
+    io_close_pipe(sv);
+  }
+  return NULL;
+}
+
+Test(websocket, a_request_needs_exactly_one_host, .timeout = 30)
+{
+  rt_run(1, host_main, NULL);
   rt_assert_clean();
 }
 
