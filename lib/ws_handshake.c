@@ -241,6 +241,19 @@ struct head {
   int hosts;              /* Host lines of a request: exactly one is valid */
 };
 
+/* An HTTP token (RFC 9110 5.6.2): what a subprotocol and a header name are. */
+static bool is_token(const char *p, size_t n)
+{
+  if (n == 0)
+    return false;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)p[i];
+    if (c <= 0x20 || c >= 0x7F || strchr("()<>@,;:\\\"/[]?={}", c))
+      return false;
+  }
+  return true;
+}
+
 /* The next item of a comma-separated header value at *p, blanks around it
  * trimmed: its start (NULL at the end) and length in *n; *p moves past it. */
 static const char *next_item(const char **p, size_t *n)
@@ -293,6 +306,12 @@ static ssize_t head_line(weft_ws *ws, char *buf, size_t cap, size_t *budget)
   buf[--n] = '\0';
   if (n > 0 && buf[n - 1] == '\r')
     buf[--n] = '\0';
+  /* No control character but a tab (RFC 7230 3.1, 3.2): a NUL or a bare
+   * CR would end the line early for what reads it as a string here, and
+   * hide the rest from weft_ws_header, where a proxy may read it otherwise. */
+  for (ssize_t i = 0; i < n; i++)
+    if (((unsigned char)buf[i] < 0x20 && buf[i] != '\t') || buf[i] == 0x7f)
+      return -EPROTO;
   return n;
 }
 
@@ -312,10 +331,10 @@ static int read_head(weft_ws *ws, struct head *h, bool request)
     if (n == 0)
       return 0;
     char *colon = strchr(line, ':');
-    /* No name, a folded line (obs-fold) or blanks before the colon: RFC
-     * 7230 3.2.4 has a server refuse them (400), a client too. */
-    if (!colon || colon == line || line[0] == ' ' || line[0] == '\t' || colon[-1] == ' ' ||
-        colon[-1] == '\t')
+    /* A name that is not a token - none, a folded line (obs-fold), blanks
+     * before the colon: RFC 7230 3.2 and 3.2.4 have a server refuse it
+     * (400), a client too. */
+    if (!colon || !is_token(line, (size_t)(colon - line)))
       return -EPROTO;
     *colon = '\0';
     char *v = colon + 1;
@@ -368,19 +387,6 @@ static bool key_valid(const char *k)
 }
 
 /* ---- options --------------------------------------------------------------------------- */
-
-/* An HTTP token (RFC 9110 5.6.2): what a subprotocol and a header name are. */
-static bool is_token(const char *p, size_t n)
-{
-  if (n == 0)
-    return false;
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)p[i];
-    if (c <= 0x20 || c >= 0x7F || strchr("()<>@,;:\\\"/[]?={}", c))
-      return false;
-  }
-  return true;
-}
 
 static bool protocols_valid(const char *const *list)
 {
@@ -500,9 +506,11 @@ static bool request_line(const char *line, char target[WS_PATH_MAX])
     return false;
   const char *t = line + sizeof(get) - 1;
   size_t tlen = n - (sizeof(get) - 1) - vlen;
-  if (tlen == 0 || tlen >= WS_PATH_MAX || t[0] != '/' || memchr(t, ' ', tlen) ||
-      memchr(t, '\t', tlen))
+  if (tlen == 0 || tlen >= WS_PATH_MAX || t[0] != '/')
     return false;
+  for (size_t i = 0; i < tlen; i++) /* visible ASCII (RFC 3986 2): no blank, no byte >= 0x7f */
+    if ((unsigned char)t[i] <= ' ' || (unsigned char)t[i] >= 0x7f)
+      return false;
   memcpy(target, t, tlen);
   target[tlen] = '\0';
   return true;

@@ -62,14 +62,15 @@ enum {
 
 /* Server side: reads the client's HTTP upgrade request from fd and answers
  * it. On success *out is the connection and weft_ws_path() the request's
- * path. A request that is not a valid WebSocket upgrade (not GET, not
- * HTTP/1.1, a request line not "GET <target> HTTP/1.1" exactly, a target of
- * 2048 bytes or more, missing Upgrade/Connection/Sec-WebSocket-Key -
- * repeated lines of those two count together - a Sec-WebSocket-Key or
- * Sec-WebSocket-Version line repeated, no Host line or more than one, or
- * headers over 8 KiB)
- * is answered 400 - or 426 with the version weft speaks, for a
- * Sec-WebSocket-Version other than 13 - and the call returns -EPROTO.
+ * path. A request that is not a valid WebSocket upgrade is answered 400 -
+ * or 426 with the version weft speaks, for a Sec-WebSocket-Version other
+ * than 13 - and the call returns -EPROTO: not GET, not HTTP/1.1, a request
+ * line not "GET <target> HTTP/1.1" exactly, a target of 2048 bytes or more
+ * or with a byte outside visible ASCII, a control character other than a
+ * tab in the head, a header name that is not a token, missing
+ * Upgrade/Connection/Sec-WebSocket-Key (repeated lines of those two count
+ * together), a Sec-WebSocket-Key or Sec-WebSocket-Version line repeated,
+ * no Host line or more than one, or headers over 8 KiB.
  * Also -EINVAL (out NULL, fd < 0), -ENOMEM, -ETIMEDOUT, -ECANCELED, the
  * socket's errors (-ECONNRESET, -EPIPE when the peer went away first:
  * closed before sending a byte of its request, which is not answered). */
@@ -81,7 +82,8 @@ WEFT_API int weft_ws_accept(weft_ws **out, int fd, int64_t deadline);
  * arguments, fd < 0, a path without its '/', an empty host, a blank or a
  * control character in host or path),
  * -EPROTO (the server did not switch protocols, or answered wrongly:
- * Sec-WebSocket-Accept missing, wrong or repeated),
+ * Sec-WebSocket-Accept missing, wrong or repeated, a control character or
+ * a header name that is not a token),
  * -EPIPE (the server closed the connection without answering), -ENOMEM,
  * -ETIMEDOUT, -ECANCELED, the socket's errors. */
 WEFT_API int weft_ws_connect(weft_ws **out, int fd, const char *host, const char *path,

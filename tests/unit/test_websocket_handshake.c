@@ -549,6 +549,62 @@ Test(websocket, a_request_needs_exactly_one_host, .timeout = 30)
   rt_assert_clean();
 }
 
+/* Bytes RFC 7230 does not allow in a head: a control character (but a tab)
+ * anywhere - a NUL or a bare CR would hide the rest of a line from
+ * weft_ws_header, which a proxy in front may read differently - a header
+ * name that is not a token, a target with a byte outside visible ASCII
+ * (RFC 3986). Refused with 400, not handed to weft_ws_path or
+ * weft_ws_header; a client refuses such an answer. */
+static void *odd_bytes_main(void *arg)
+{
+  (void)arg;
+  int sv[2], r;
+  char head[2048], req[1024];
+  static const struct {
+    const char *target, *line;
+    size_t line_len;
+  } odd[] = {
+      {"/a", "X-A: a\x01z\r\n", 10},     {"/a", "X-A: a\rHost: b\r\n", 16},
+      {"/a", "X-A: a\0Host: b\r\n", 16}, {"/a", "X-A: del\x7f\r\n", 11},
+      {"/a", "X\x01Y: z\r\n", 8},        {"/a", "X(Y): z\r\n", 9},
+      {"/a\x01", "", 0},                 {"/a\x80", "", 0},
+      {"/a\x7f", "", 0},
+  };
+  for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
+    int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: h\r\n", odd[i].target);
+    memcpy(req + n, odd[i].line, odd[i].line_len);
+    n += (int)odd[i].line_len;
+    n += snprintf(req + n, sizeof(req) - (size_t)n,
+                  "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n");
+    pair(sv);
+    struct accepting a = {.fd = sv[0], .r = 1};
+    weft_task *t;
+    CO_EQ(io_spawn_on(&t, weft_shard_id(), accept_task, &a), 0);
+    raw_send(sv[1], req, (size_t)n);
+    raw_head(sv[1], head, sizeof(head));
+    CO_EQ(weft_join(t, NULL), 0);
+    if (a.r != -EPROTO || strncmp(head, "HTTP/1.1 400 ", 13) != 0)
+      rt_fail(__FILE__, __LINE__, "case %zu: %d, %.20s", i, a.r, head);
+    weft_ws_free(a.ws);
+    io_close_pipe(sv);
+  }
+  /* A client, answered with a control character in a header value. */
+  pair(sv);
+  weft_ws *ws = client_gets(sv, NULL, "Server: a\x01z\r\n", &r, head, sizeof(head));
+  CO_EQ(r, -EPROTO);
+  CO_CHECK(ws == NULL);
+  weft_ws_free(ws);
+  io_close_pipe(sv);
+  return NULL;
+}
+
+Test(websocket, control_characters_and_odd_names_are_refused, .timeout = 30)
+{
+  rt_run(1, odd_bytes_main, NULL);
+  rt_assert_clean();
+}
+
 /* ---- a peer that goes away before a byte ----------------------------------------------------- */
 
 /* A client that connects and closes at once (a health check) is -EPIPE, as
