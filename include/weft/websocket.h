@@ -35,8 +35,9 @@
  * message larger than the buffer) and the call returns -EPROTO, -EILSEQ or
  * -EMSGSIZE. A timeout or cancel while nothing of a message has been read
  * (weft_ws_recv waiting for the next one) leaves the connection as it was;
- * one in the middle of a frame, in either direction, breaks it, like any
- * transport error: every later call then returns -EPIPE.
+ * one in the middle of a frame, in either direction, or between the
+ * fragments of a message (the part read so far would be lost) breaks it,
+ * like any transport error: every later call then returns -EPIPE.
  */
 #ifndef WEFT_WEBSOCKET_H
 #define WEFT_WEBSOCKET_H
@@ -153,7 +154,9 @@ WEFT_API const char *weft_ws_header(const weft_ws *ws, const char *name);
 /* Receives the next message into buf[0, cap), its fragments joined; answers
  * pings on the way (pongs are consumed; a pong that could not be written by
  * the deadline - a large send holding the connection - goes first thing in
- * the next receive, and the timeout leaves the connection whole). Returns the message's length with
+ * the next receive, and the timeout leaves the connection whole if the ping
+ * came between messages; between the fragments of one it breaks it, as any
+ * timeout there). Returns the message's length with
  * *type WEFT_WS_TEXT or WEFT_WS_BINARY; or 0 with *type WEFT_WS_CLOSE when
  * the peer closed (its close is answered if weft_ws_close has not sent one);
  * or -EMSGSIZE (longer than cap), -EPROTO, -EILSEQ, -ECONNRESET (the

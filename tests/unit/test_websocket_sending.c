@@ -7,8 +7,8 @@
  * still ends the sending of messages, as weft_ws_close promises; a pong
  * that cannot be written by a receive's deadline is owed, and the
  * connection stays whole - but a control frame cut short breaks it, pong
- * owed or not; a send cut short part-way through its frame breaks the
- * connection.
+ * owed or not, and so does a timeout between the fragments of a message;
+ * a send cut short part-way through its frame breaks the connection.
  */
 #include "ws_test.h"
 
@@ -297,6 +297,49 @@ static void *cut_control_main(void *arg)
 Test(websocket, a_control_frame_cut_short_breaks_even_with_a_pong_owed, .timeout = 60)
 {
   rt_run(2, cut_control_main, NULL);
+  rt_assert_clean();
+}
+
+/* Between the fragments of a message, a timeout - waiting for the next
+ * fragment, or for the send lock to answer a ping that came between them -
+ * loses the part read so far: the connection is broken, as the header
+ * says, not whole as between messages. The client's frames are written
+ * raw on its socket (weft sends no fragments). */
+static void *between_fragments_main(void *arg)
+{
+  (void)arg;
+  static const unsigned char first[] = {0x01, 0x81, 0, 0, 0, 0, 'a'};
+  static const unsigned char ping[] = {0x89, 0x80, 0, 0, 0, 0};
+  char buf[16];
+  int type = 0;
+  for (int with_ping = 0; with_ping < 2; with_ping++) {
+    int sv[2];
+    weft_ws *srv, *cli;
+    ws_pair(sv, &srv, &cli);
+    struct big_send b = {0};
+    weft_task *t = with_ping ? start_big_send(&b, srv) : NULL;
+    raw_send(sv[1], first, sizeof(first));
+    if (with_ping)
+      raw_send(sv[1], ping, sizeof(ping));
+    CO_EQ(weft_ws_recv(srv, buf, sizeof(buf), &type, weft_now() + 50 * WEFT_MSEC), -ETIMEDOUT);
+    CO_EQ(weft_ws_recv(srv, buf, sizeof(buf), &type, weft_now() + 5 * WEFT_SEC), -EPIPE);
+    if (t) {
+      void *in = malloc(BIG);
+      CO_EQ(weft_ws_recv(cli, in, BIG, &type, weft_now() + 30 * WEFT_SEC), (ssize_t)BIG);
+      CO_EQ(weft_join(t, NULL), 0);
+      free(in);
+    }
+    free(b.buf);
+    weft_ws_free(srv);
+    weft_ws_free(cli);
+    io_close_pipe(sv);
+  }
+  return NULL;
+}
+
+Test(websocket, a_timeout_between_fragments_breaks_the_connection, .timeout = 60)
+{
+  rt_run(2, between_fragments_main, NULL);
   rt_assert_clean();
 }
 
