@@ -663,9 +663,14 @@ static int connect_request(weft_ws *ws, const char *host, const char *path,
   if (!h)
     return -ENOMEM;
   r = read_head(ws, h, false);
-  int status = 0;
-  if (r == 0 && (sscanf(h->first, "HTTP/1.1 %d", &status) != 1 || status != 101 ||
-                 !h->upgrade || !h->connection || h->keys > 1 || strcmp(h->key, want) != 0))
+  /* "HTTP/1.1 101", then the reason after a blank (RFC 7230 3.1.2: three
+   * digits). Compared, not scanned: sscanf would take "+101", "101abc" or
+   * more blanks, and set errno to ERANGE for a number too long for it. */
+  static const char switching[] = "HTTP/1.1 101";
+  const char *after = h->first + sizeof(switching) - 1;
+  if (r == 0 && (strncmp(h->first, switching, sizeof(switching) - 1) != 0 ||
+                 (*after != ' ' && *after != '\0') || !h->upgrade || !h->connection ||
+                 h->keys > 1 || strcmp(h->key, want) != 0))
     r = -EPROTO;
   free(h);
   if (r == 0) {

@@ -605,6 +605,63 @@ Test(websocket, control_characters_and_odd_names_are_refused, .timeout = 30)
   rt_assert_clean();
 }
 
+/* The answer's status line, exactly: "HTTP/1.1 101" and a blank or the
+ * end. A status code too long for an int is not 101 either - and reading
+ * it must leave errno alone, as every weft call does. */
+struct status_client {
+  int fd, r, err;
+  weft_ws *ws;
+};
+
+static void *status_client(void *arg)
+{
+  struct status_client *c = arg;
+  errno = 4242;
+  c->r = weft_ws_connect(&c->ws, c->fd, "server.example.com", "/chat", DEADLINE());
+  c->err = errno;
+  return NULL;
+}
+
+static void *status_line_main(void *arg)
+{
+  (void)arg;
+  static const char *const lines[] = {"HTTP/1.1 99999999999999999999 Switching Protocols",
+                                      "HTTP/1.1 101abc Switching Protocols",
+                                      "HTTP/1.1  101 Switching Protocols",
+                                      "HTTP/1.1 +101 Switching Protocols"};
+  for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+    int sv[2];
+    pair(sv);
+    struct status_client c = {.fd = sv[0], .r = 1};
+    weft_task *t;
+    CO_EQ(io_spawn_on(&t, weft_shard_id(), status_client, &c), 0);
+    char head[2048], answer[512];
+    raw_head(sv[1], head, sizeof(head));
+    const char *k = strstr(head, "\r\nSec-WebSocket-Key: ");
+    CO_CHECK(k != NULL);
+    char key[25] = "", acc[29];
+    if (k)
+      memcpy(key, k + 21, 24);
+    weft__ws_accept_value(key, acc);
+    snprintf(answer, sizeof(answer),
+             "%s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n",
+             lines[i], acc);
+    raw_send(sv[1], answer, strlen(answer));
+    CO_EQ(weft_join(t, NULL), 0);
+    if (c.r != -EPROTO || c.err != 4242)
+      rt_fail(__FILE__, __LINE__, "'%s': %d, errno %d", lines[i], c.r, c.err);
+    weft_ws_free(c.ws);
+    io_close_pipe(sv);
+  }
+  return NULL;
+}
+
+Test(websocket, the_answer_status_line_exactly_and_errno_alone, .timeout = 30)
+{
+  rt_run(1, status_line_main, NULL);
+  rt_assert_clean();
+}
+
 /* ---- a peer that goes away before a byte ----------------------------------------------------- */
 
 /* A client that connects and closes at once (a health check) is -EPIPE, as
