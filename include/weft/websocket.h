@@ -95,7 +95,7 @@ WEFT_API int weft_ws_connect(weft_ws **out, int fd, const char *host, const char
  * weft_ws_accept and weft_ws_connect. */
 typedef struct weft_ws_opts {
   /* Subprotocols (Sec-WebSocket-Protocol): a NULL-terminated list of
-   * tokens, matched case-sensitively. A client offers them in its order of
+   * tokens of at most 255 bytes, matched case-sensitively. A client offers them in its order of
    * preference; a server takes the first of the client's offers that is on
    * its list, or none when nothing matches (it then answers without one,
    * and a client accepts that: weft_ws_protocol says ""). */
@@ -117,11 +117,11 @@ typedef struct weft_ws_opts {
 } weft_ws_opts;
 
 /* weft_ws_accept with options. -EINVAL also for a subprotocol that is not a
- * token, or a client-only option (headers). */
+ * token of at most 255 bytes, or a client-only option (headers). */
 WEFT_API int weft_ws_accept_opts(weft_ws **out, int fd, const weft_ws_opts *o, int64_t deadline);
 
 /* weft_ws_connect with options. -EINVAL also for a subprotocol that is not a
- * token, a header line that is not "Name: value" or holds CR, LF or another
+ * token of at most 255 bytes, a header line that is not "Name: value" or holds CR, LF or another
  * control character, a header the field's comment excludes, a request head
  * over 8 KiB, or a server-only option (check). -EPROTO also when the server
  * chose a subprotocol that was not offered, or answered with an extension

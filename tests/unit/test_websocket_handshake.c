@@ -335,8 +335,10 @@ static void *refused_main(void *arg)
         weft_ws_accept_opts(&ws, sv[0], &o, DEADLINE()) != -EINVAL)
       rt_fail(__FILE__, __LINE__, "subprotocol \"%s\" taken", bad_protocols[i][0]);
   }
+  /* 256 bytes: one more than the header allows. */
   static char long_protocol[WS_PROTOCOL_MAX + 1];
   memset(long_protocol, 'p', WS_PROTOCOL_MAX);
+  CO_EQ(strlen(long_protocol), 256);
   const char *const too_long[] = {long_protocol, NULL};
   weft_ws_opts o = {.protocols = too_long};
   CO_EQ(weft_ws_connect_opts(&ws, sv[0], "h", "/", &o, DEADLINE()), -EINVAL);
