@@ -392,7 +392,7 @@ ssize_t weft_writer_write(weft_writer *w, const void *buf, size_t n)
      * the buffer and the data in one writev. */
     struct iovec iov[2] = {{.iov_base = w->buf, .iov_len = w->len},
                            {.iov_base = (void *)p, .iov_len = n}};
-    int r = weft__bufio_writev_all(w->fd, iov, 2, w->deadline);
+    int r = weft__bufio_writev_all(w->fd, iov, 2, NULL, w->deadline);
     if (r < 0)
       return broken(w, r);
     w->len = 0;

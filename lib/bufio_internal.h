@@ -18,8 +18,11 @@
 ssize_t weft__bufio_writev(int fd, const struct iovec *iov, int cnt, int64_t deadline);
 
 /* writev until every byte of iov[0..cnt) is written (iov is advanced in
- * place; a write of 0 bytes counts as -EIO). 0 or -errno. */
-int weft__bufio_writev_all(int fd, struct iovec *iov, int cnt, int64_t deadline);
+ * place; a write of 0 bytes counts as -EIO). 0 or -errno. The bytes that
+ * went out are added to *written (if not NULL) on every path, so that a
+ * caller can tell a failure before the first byte from one part-way. */
+int weft__bufio_writev_all(int fd, struct iovec *iov, int cnt, size_t *written,
+                           int64_t deadline);
 
 /* weft_write_dl until all n bytes are written. 0 or -errno. */
 int weft__bufio_write_all(int fd, const void *buf, size_t n, int64_t deadline);

@@ -34,7 +34,8 @@ ssize_t weft__bufio_writev(int fd, const struct iovec *iov, int cnt, int64_t dea
   return weft__op_wait(&op);
 }
 
-int weft__bufio_writev_all(int fd, struct iovec *iov, int cnt, int64_t deadline)
+int weft__bufio_writev_all(int fd, struct iovec *iov, int cnt, size_t *written,
+                           int64_t deadline)
 {
   while (cnt > 0 && iov[0].iov_len == 0) {
     iov++;
@@ -48,6 +49,8 @@ int weft__bufio_writev_all(int fd, struct iovec *iov, int cnt, int64_t deadline)
       return (int)r;
     if (r == 0)
       return -EIO; /* no progress and no error: never loop on it */
+    if (written)
+      *written += (size_t)r;
     size_t k = (size_t)r;
     while (cnt > 0 && k >= iov[0].iov_len) {
       k -= iov[0].iov_len;
@@ -93,7 +96,7 @@ ssize_t weft_frame_write_dl(int fd, const void *buf, size_t n, int64_t deadline)
   weft__put_be32(hdr, (uint32_t)n);
   struct iovec iov[2] = {{.iov_base = hdr, .iov_len = 4},
                          {.iov_base = (void *)buf, .iov_len = n}};
-  int r = weft__bufio_writev_all(fd, iov, n > 0 ? 2 : 1, deadline);
+  int r = weft__bufio_writev_all(fd, iov, n > 0 ? 2 : 1, NULL, deadline);
   return r < 0 ? r : (ssize_t)n;
 }
 

@@ -97,7 +97,9 @@ static int next_mask(weft_ws *ws, unsigned char key[4])
 
 /* One frame with FIN set, under the send lock. A failure after the first
  * byte went out leaves a frame cut short on the wire: the connection is
- * broken then. */
+ * broken then - and by any transport error. A timeout or cancel before the
+ * first byte (waiting for room in the socket) cut nothing short: the
+ * connection stays whole, as for a send that could not start. */
 static int write_frame_locked(weft_ws *ws, int op, const void *data, size_t n, int64_t deadline)
 {
   unsigned char hdr[14], key[4];
@@ -124,8 +126,9 @@ static int write_frame_locked(weft_ws *ws, int op, const void *data, size_t n, i
   }
   struct iovec iov[2] = {{hdr, h}, {(void *)data, n}};
   int r = 0;
+  size_t went = 0; /* bytes of the frame written */
   if (!ws->client) {
-    r = weft__bufio_writev_all(ws->fd, iov, n ? 2 : 1, deadline);
+    r = weft__bufio_writev_all(ws->fd, iov, n ? 2 : 1, &went, deadline);
   } else {
     /* The payload goes out masked, from a copy, a chunk at a time (the
      * copy is the connection's: frames are written under the send lock). */
@@ -137,12 +140,12 @@ static int write_frame_locked(weft_ws *ws, int op, const void *data, size_t n, i
       size_t k = n - done < WS_MASK_CHUNK ? n - done : WS_MASK_CHUNK;
       apply_mask(chunk, p + done, k, key, done);
       iov[cnt] = (struct iovec){chunk, k};
-      r = weft__bufio_writev_all(ws->fd, iov, cnt + 1, deadline);
+      r = weft__bufio_writev_all(ws->fd, iov, cnt + 1, &went, deadline);
       done += k;
       cnt = 0; /* the header went with the first chunk */
     } while (r == 0 && done < n);
   }
-  if (r < 0) /* whether or not some of it went: nothing can follow safely */
+  if (r < 0 && (went > 0 || (r != -ETIMEDOUT && r != -ECANCELED)))
     atomic_store_explicit(&ws->broken, true, memory_order_relaxed);
   return r;
 }

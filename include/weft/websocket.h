@@ -34,10 +34,12 @@
  * RFC's status (1002 protocol error, 1007 text that is not UTF-8, 1009 a
  * message larger than the buffer) and the call returns -EPROTO, -EILSEQ or
  * -EMSGSIZE. A timeout or cancel while nothing of a message has been read
- * (weft_ws_recv waiting for the next one) leaves the connection as it was;
- * one in the middle of a frame, in either direction, or between the
- * fragments of a message (the part read so far would be lost) breaks it,
- * like any transport error: every later call then returns -EPIPE.
+ * (weft_ws_recv waiting for the next one), or before the first byte of a
+ * frame went out (a send waiting for the send lock or for room in the
+ * socket), leaves the connection as it was; one in the middle of a frame,
+ * in either direction, or between the fragments of a message (the part
+ * read so far would be lost) breaks it, like any transport error: every
+ * later call then returns -EPIPE.
  */
 #ifndef WEFT_WEBSOCKET_H
 #define WEFT_WEBSOCKET_H

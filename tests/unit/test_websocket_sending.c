@@ -8,7 +8,9 @@
  * that cannot be written by a receive's deadline is owed, and the
  * connection stays whole - but a control frame cut short breaks it, pong
  * owed or not, and so does a timeout between the fragments of a message;
- * a send cut short part-way through its frame breaks the connection.
+ * a send that times out before a byte of its frame went out (a full
+ * socket) leaves it whole, one cut short part-way through its frame breaks
+ * the connection.
  */
 #include "ws_test.h"
 
@@ -340,6 +342,43 @@ static void *between_fragments_main(void *arg)
 Test(websocket, a_timeout_between_fragments_breaks_the_connection, .timeout = 60)
 {
   rt_run(2, between_fragments_main, NULL);
+  rt_assert_clean();
+}
+
+/* A send whose deadline passes before a byte of its frame went out - the
+ * socket full, the peer not reading - cut nothing short: the connection
+ * stays whole, as for a send that could not start. The socket is filled
+ * with empty binary frames written raw, one whole frame per write. */
+static void *full_socket_main(void *arg)
+{
+  (void)arg;
+  int sv[2];
+  weft_ws *srv, *cli;
+  ws_pair(sv, &srv, &cli);
+  static const unsigned char empty[] = {0x82, 0x00};
+  ssize_t k;
+  while ((k = send(sv[0], empty, 2, MSG_DONTWAIT)) == 2)
+    ;
+  CO_CHECK(k < 0 && errno == EAGAIN);
+  CO_EQ(weft_ws_send(srv, WEFT_WS_TEXT, "x", 1, weft_now() + 50 * WEFT_MSEC), -ETIMEDOUT);
+  /* Nothing of "x" is on the wire: only the empty frames. */
+  unsigned char got[4096];
+  while ((k = recv(sv[1], got, sizeof(got), MSG_DONTWAIT)) > 0) {
+    CO_CHECK(k % 2 == 0);
+    for (ssize_t i = 0; i + 1 < k; i += 2)
+      CO_CHECK(got[i] == 0x82 && got[i + 1] == 0x00);
+  }
+  CO_EQ(weft_ws_send(srv, WEFT_WS_TEXT, "y", 1, weft_now() + 5 * WEFT_SEC), 0);
+  expect_message(cli, "y");
+  weft_ws_free(srv);
+  weft_ws_free(cli);
+  io_close_pipe(sv);
+  return NULL;
+}
+
+Test(websocket, a_send_that_times_out_before_a_byte_leaves_the_connection_whole, .timeout = 30)
+{
+  rt_run(2, full_socket_main, NULL);
   rt_assert_clean();
 }
 
