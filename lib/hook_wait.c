@@ -79,6 +79,7 @@ static int poll_one(struct pollfd *p, int64_t deadline)
     int n = (int)CALL_NEXT(poll, p, 1, 0);
     return n < 0 ? -errno : n;
   }
+  p->revents = 0;
   int r = wait_ready(p->fd, p->events, deadline);
   if (r == -EBADF) {
     p->revents = POLLNVAL;
@@ -134,16 +135,17 @@ static int poll_many(struct pollfd *fds, nfds_t n, int64_t deadline)
   return r;
 }
 
-/* poll(2) in a coroutine: the number of ready entries, or -errno. */
+/* poll(2) in a coroutine: the number of ready entries, or -errno. Nothing
+ * is written to fds before poll(2) has taken them: an array it refuses
+ * (NULL, or more entries than the open-file limit) is EFAULT or EINVAL from
+ * poll_many's first poll(2), as libc says it, and left as it was. */
 static int poll_until(struct pollfd *fds, nfds_t n, int64_t deadline)
 {
   int saved = errno;
-  for (nfds_t i = 0; i < n; i++)
-    fds[i].revents = 0;
   int r;
   if (n == 0)
     r = poll_nothing(deadline);
-  else if (n == 1 && fds[0].fd >= 0)
+  else if (n == 1 && fds && fds[0].fd >= 0)
     r = poll_one(&fds[0], deadline);
   else
     r = poll_many(fds, n, deadline);
