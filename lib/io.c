@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* read/write on any descriptor, on the op primitive; plain-thread fallback. */
 #include "op.h"
+#include "rawsys.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdbool.h>
+#include <sys/epoll.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -161,6 +163,38 @@ ssize_t weft_write(int fd, const void *buf, size_t n)
   return weft_write_dl(fd, buf, n, WEFT_NO_DEADLINE);
 }
 
+/* What poll(2) reports whether asked for or not. */
+#define POLL_UNASKED (POLLERR | POLLHUP | POLLNVAL)
+
+/* The wait of weft_poll_dl after io_uring's poll came back with nothing
+ * asked for: in an epoll instance holding fd, which reports only what it
+ * is asked (and POLLERR, POLLHUP), readable once fd is ready. Then poll(2),
+ * without waiting and past the hook, tells what fd is ready for. */
+static int poll_in_epoll(int fd, unsigned events, int64_t deadline)
+{
+  int saved = errno;
+  int r = 0, ep = epoll_create1(EPOLL_CLOEXEC);
+  struct epoll_event ev = {.events = events};
+  if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0)
+    r = -errno;
+  while (r == 0) {
+    r = weft_poll_dl(ep, POLLIN, deadline);
+    if (r < 0)
+      break;
+    struct pollfd p = {.fd = fd, .events = (short)events};
+    struct timespec now = {0, 0};
+    r = weft__sys_ppoll(&p, 1, &now);
+    if (r > 0)
+      r = (p.revents & POLLNVAL) ? -EBADF : (unsigned short)p.revents;
+    else if (r < 0)
+      r = errno == EINTR ? 0 : -errno;
+  }
+  if (ep >= 0)
+    close(ep);
+  errno = saved;
+  return r;
+}
+
 int weft_poll_dl(int fd, unsigned events, int64_t deadline)
 {
   if (events > 0xffff)
@@ -170,7 +204,16 @@ int weft_poll_dl(int fd, unsigned events, int64_t deadline)
   if (!sqe)
     return op.res == -EPERM ? plain_poll(fd, (short)events, deadline) : op.res;
   io_uring_prep_poll_add(sqe, fd, events);
-  return weft__op_wait(&op);
+  int r = weft__op_wait(&op);
+  if (r <= 0)
+    return r;
+  /* io_uring's poll waits for POLLRDHUP too and reports it, asked for or
+   * not; poll(2) reports it only when asked. Dropped, then - and if nothing
+   * is left (a socket whose peer shut down its side, not ready for what was
+   * asked), a second poll would only come back at once: the wait goes on in
+   * an epoll instance, which reports what it is asked. */
+  r &= (int)(events | POLL_UNASKED);
+  return r ? r : poll_in_epoll(fd, events, deadline);
 }
 
 int weft_poll(int fd, unsigned events)

@@ -13,6 +13,7 @@
 #ifndef WEFT_LIB_RAWSYS_H
 #define WEFT_LIB_RAWSYS_H
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -51,6 +52,12 @@ static inline ssize_t weft__sys_recvmsg(int fd, struct msghdr *msg, int flags)
 static inline ssize_t weft__sys_sendmsg(int fd, const struct msghdr *msg, int flags)
 {
   return syscall(SYS_sendmsg, fd, msg, flags);
+}
+
+/* ppoll(2) without a signal mask (the kernel then ignores the size). */
+static inline int weft__sys_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts)
+{
+  return (int)syscall(SYS_ppoll, fds, n, ts, NULL, 0);
 }
 
 #endif

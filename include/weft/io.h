@@ -50,9 +50,13 @@ WEFT_API ssize_t weft_write_dl(int fd, const void *buf, size_t n, int64_t deadli
 
 /* Waits until fd is ready for `events` (POLLIN, POLLOUT, ... from <poll.h>;
  * 0 waits for an error or hang-up only). Returns the ready events (> 0; as
- * poll(2), POLLERR and POLLHUP are reported whether asked for or not), or
- * -EBADF (not an open descriptor), -ETIMEDOUT, -ECANCELED, -EINVAL (events
- * outside 16 bits are refused rather than cut). Readiness is level: a
+ * poll(2), POLLERR and POLLHUP are reported whether asked for or not, and
+ * nothing else unasked - POLLRDHUP only when asked), or -EBADF (not an open
+ * descriptor), -ETIMEDOUT, -ECANCELED, -EINVAL (events outside 16 bits are
+ * refused rather than cut). A socket whose peer shut down its side, waited
+ * for in a coroutine for what it is not ready for, is waited for in an
+ * epoll instance (io_uring's poll would report the shutdown at once): then
+ * also epoll_create1(2)'s -EMFILE, -ENFILE or -ENOMEM. Readiness is level: a
  * descriptor already ready returns at once - but a passed deadline or a
  * cancel fails the call first, as for every call here. Inside a coroutine it
  * is one IORING_OP_POLL_ADD; on a plain thread, poll(2). For porting code

@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 
 /* ---- poll's arguments ------------------------------------------------------------------- */
@@ -58,5 +59,61 @@ Test(hook, a_poll_the_kernel_refuses_writes_nothing, .timeout = 30)
   poll_refused(); /* libc's answers */
   rt_assert_clean();
   rt_run(1, poll_refused_main, NULL);
+  rt_assert_clean();
+}
+
+/* ---- events not asked for --------------------------------------------------------------- */
+
+/* Fills the socket's send buffer (its peer reads nothing). */
+static void fill(int fd)
+{
+  static char junk[4096];
+  while (send(fd, junk, sizeof(junk), MSG_DONTWAIT) > 0) {
+  }
+}
+
+/* A socket whose peer has shut down its writing side: poll(2) reports
+ * POLLRDHUP only when asked (POLLERR and POLLHUP always), and a socket
+ * that is not ready for what was asked is not ready - whatever io_uring's
+ * poll, which always adds POLLRDHUP, says. */
+static void half_closed(void)
+{
+  int sv[2];
+  CO_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  CO_EQ(shutdown(sv[1], SHUT_WR), 0);
+  struct pollfd pf = {.fd = sv[0], .events = POLLIN};
+  CO_EQ(poll(&pf, 1, -1), 1);
+  CO_EQ(pf.revents, POLLIN);
+  pf = (struct pollfd){.fd = sv[0], .events = POLLIN | POLLRDHUP};
+  CO_EQ(poll(&pf, 1, -1), 1);
+  CO_EQ(pf.revents, POLLIN | POLLRDHUP);
+  /* Not writable: nothing to report, until the timeout. */
+  fill(sv[0]);
+  pf = (struct pollfd){.fd = sv[0], .events = POLLOUT};
+  CO_EQ(poll(&pf, 1, 20), 0);
+  CO_EQ(pf.revents, 0);
+  fd_set wr;
+  FD_ZERO(&wr);
+  FD_SET(sv[0], &wr);
+  struct timeval tv = {0, 20000};
+  CO_EQ(select(sv[0] + 1, NULL, &wr, NULL, &tv), 0);
+  CO_EQ(tv.tv_sec, 0); /* returned when the time was up, not before */
+  CO_EQ(tv.tv_usec, 0);
+  close(sv[0]);
+  close(sv[1]);
+}
+
+static void *half_closed_main(void *arg)
+{
+  (void)arg;
+  half_closed();
+  return NULL;
+}
+
+Test(hook, poll_reports_only_the_events_poll_2_reports, .timeout = 30)
+{
+  half_closed(); /* libc's answers */
+  rt_assert_clean();
+  rt_run(1, half_closed_main, NULL);
   rt_assert_clean();
 }
