@@ -18,8 +18,9 @@
  * ECANCELED - also from the sleeps, so that a "retry on EINTR" loop ends -
  * accept and accept4 create exactly the descriptor flags asked for, and
  * send never raises SIGPIPE. A call that cannot wait (an O_NONBLOCK
- * descriptor, MSG_DONTWAIT) is libc's own, EAGAIN and all; an event loop
- * over non-blocking descriptors waits in the hooked poll instead.
+ * descriptor, MSG_DONTWAIT, a receive from the error queue) is libc's own,
+ * EAGAIN and all; an event loop over non-blocking descriptors waits in the
+ * hooked poll instead.
  *
  * Legacy code reads errno right after its calls, and compilers may keep
  * errno's address (glibc declares __errno_location const) across a call.
@@ -81,6 +82,15 @@ static bool never_waits(int fd, int msg_flags)
   int fl = fcntl(fd, F_GETFL);
   errno = saved;
   return fl < 0 || (fl & O_NONBLOCK);
+}
+
+/* A receive from the error queue (MSG_ERRQUEUE) never waits either: the
+ * kernel says EAGAIN at once when it is empty, and code that drains it
+ * (MSG_ZEROCOPY notices, IP_RECVERR) stops there - io_uring would wait for
+ * the next error. */
+static bool receive_never_waits(int fd, int msg_flags)
+{
+  return (msg_flags & MSG_ERRQUEUE) || never_waits(fd, msg_flags);
 }
 
 /* ---- descriptors ------------------------------------------------------------------- */
@@ -175,7 +185,7 @@ HOOK ssize_t writev(int fd, const struct iovec *iov, int cnt)
 
 HOOK ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
-  if (!in_coroutine() || never_waits(fd, flags))
+  if (!in_coroutine() || receive_never_waits(fd, flags))
     return CALL_NEXT(recv, fd, buf, n, flags);
   return libc_result(weft_recv(fd, buf, n, flags));
 }
@@ -192,7 +202,7 @@ HOOK ssize_t send(int fd, const void *buf, size_t n, int flags)
 HOOK ssize_t recvfrom(int fd, void *buf, size_t n, int flags, __SOCKADDR_ARG addr,
                       socklen_t *len)
 {
-  if (!in_coroutine() || never_waits(fd, flags))
+  if (!in_coroutine() || receive_never_waits(fd, flags))
     return CALL_NEXT(recvfrom, fd, buf, n, flags, SA(addr), len);
   return libc_result(weft_recvfrom(fd, buf, n, flags, SA(addr), len));
 }
@@ -246,7 +256,7 @@ static void descriptors_as_asked(struct msghdr *msg, int flags)
 
 HOOK ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
-  if (!in_coroutine() || never_waits(fd, flags))
+  if (!in_coroutine() || receive_never_waits(fd, flags))
     return CALL_NEXT(recvmsg, fd, msg, flags);
   ssize_t r = weft_recvmsg(fd, msg, flags);
   if (r >= 0) {

@@ -117,3 +117,65 @@ Test(hook, poll_reports_only_the_events_poll_2_reports, .timeout = 30)
   rt_run(1, half_closed_main, NULL);
   rt_assert_clean();
 }
+
+/* ---- the error queue -------------------------------------------------------------------- */
+
+/* A receive from the error queue (MSG_ERRQUEUE) never waits, even on a
+ * blocking socket: EAGAIN at once when it is empty - code that drains it
+ * (MSG_ZEROCOPY notifications, IP_RECVERR) loops until then. Once an error
+ * is there (an ICMP port unreachable for a datagram to a closed port), it
+ * is what the receive gets. The deadline scope only keeps a receive that
+ * waits from waiting for ever. */
+static void error_queue(void)
+{
+  int64_t saved = weft_deadline_push(weft_now() + 5 * WEFT_SEC);
+  int u = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  CO_CHECK(u >= 0);
+  int one = 1;
+  CO_EQ(setsockopt(u, IPPROTO_IP, IP_RECVERR, &one, sizeof(one)), 0);
+  char buf[64], cbuf[256];
+  struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
+  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+                     .msg_controllen = sizeof(cbuf)};
+  errno = 0;
+  CO_EQ(recvmsg(u, &m, MSG_ERRQUEUE), -1);
+  CO_EQ(errno, EAGAIN);
+  errno = 0;
+  CO_EQ(recv(u, buf, sizeof(buf), MSG_ERRQUEUE), -1);
+  CO_EQ(errno, EAGAIN);
+  errno = 0;
+  CO_EQ(recvfrom(u, buf, sizeof(buf), MSG_ERRQUEUE, NULL, NULL), -1);
+  CO_EQ(errno, EAGAIN);
+
+  /* A port nobody listens on: bound and closed again. */
+  int gone = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in to = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof(to);
+  CO_EQ(bind(gone, (struct sockaddr *)&to, len), 0);
+  CO_EQ(getsockname(gone, (struct sockaddr *)&to, &len), 0);
+  close(gone);
+  CO_EQ(sendto(u, "x", 1, 0, (struct sockaddr *)&to, len), 1);
+  struct pollfd pf = {.fd = u, .events = 0};
+  CO_EQ(poll(&pf, 1, -1), 1);
+  CO_EQ(pf.revents, POLLERR);
+  m.msg_controllen = sizeof(cbuf);
+  CO_CHECK(recvmsg(u, &m, MSG_ERRQUEUE) >= 0);
+  CO_CHECK(m.msg_flags & MSG_ERRQUEUE);
+  close(u);
+  weft_deadline_pop(saved);
+}
+
+static void *error_queue_main(void *arg)
+{
+  (void)arg;
+  error_queue();
+  return NULL;
+}
+
+Test(hook, a_receive_from_the_error_queue_never_waits, .timeout = 30)
+{
+  error_queue(); /* libc's answers */
+  rt_assert_clean();
+  rt_run(1, error_queue_main, NULL);
+  rt_assert_clean();
+}
