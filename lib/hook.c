@@ -237,11 +237,13 @@ HOOK ssize_t sendto(int fd, const void *buf, size_t n, int flags, __CONST_SOCKAD
 }
 
 /* weft_recvmsg always makes received descriptors close-on-exec; recvmsg(2)
- * does only with MSG_CMSG_CLOEXEC. */
+ * does only with MSG_CMSG_CLOEXEC - and only then says so in msg_flags,
+ * where the kernel copies it from the flags it was given. */
 static void descriptors_as_asked(struct msghdr *msg, int flags)
 {
   if (flags & MSG_CMSG_CLOEXEC)
     return;
+  msg->msg_flags &= ~MSG_CMSG_CLOEXEC;
   for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
       continue;

@@ -179,3 +179,44 @@ Test(hook, a_receive_from_the_error_queue_never_waits, .timeout = 30)
   rt_run(1, error_queue_main, NULL);
   rt_assert_clean();
 }
+
+/* ---- recvmsg's msg_flags ---------------------------------------------------------------- */
+
+/* msg_flags says what happened to the message (MSG_TRUNC, MSG_CTRUNC, ...)
+ * and, as recvmsg(2) leaves it, MSG_CMSG_CLOEXEC only if the caller passed
+ * it: the flag weft adds to make received descriptors close-on-exec is
+ * not the caller's. */
+static void message_flags(void)
+{
+  int sv[2];
+  CO_EQ(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv), 0);
+  char buf[2];
+  struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
+  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+  CO_EQ(send(sv[1], "hello", 5, 0), 5);
+  CO_EQ(recvmsg(sv[0], &m, 0), 2);
+  CO_EQ(m.msg_flags, MSG_TRUNC);
+  CO_EQ(send(sv[1], "hi", 2, 0), 2);
+  CO_EQ(recvmsg(sv[0], &m, 0), 2);
+  CO_EQ(m.msg_flags, 0);
+  CO_EQ(send(sv[1], "hi", 2, 0), 2);
+  CO_EQ(recvmsg(sv[0], &m, MSG_CMSG_CLOEXEC), 2);
+  CO_EQ(m.msg_flags, MSG_CMSG_CLOEXEC);
+  close(sv[0]);
+  close(sv[1]);
+}
+
+static void *message_flags_main(void *arg)
+{
+  (void)arg;
+  message_flags();
+  return NULL;
+}
+
+Test(hook, recvmsg_flags_say_what_recvmsg_2_says, .timeout = 30)
+{
+  message_flags(); /* libc's answers */
+  rt_assert_clean();
+  rt_run(1, message_flags_main, NULL);
+  rt_assert_clean();
+}
