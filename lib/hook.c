@@ -413,7 +413,7 @@ HOOK int nanosleep(const struct timespec *req, struct timespec *rem)
   if (!in_coroutine())
     return (int)CALL_NEXT(nanosleep, req, rem);
   if (!req || !timespec_valid(req)) {
-    errno = EINVAL;
+    errno = req ? EINVAL : EFAULT; /* as the kernel: no request to read */
     return -1;
   }
   int64_t end = after(timespec_ns(req));

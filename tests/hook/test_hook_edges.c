@@ -220,3 +220,34 @@ Test(hook, recvmsg_flags_say_what_recvmsg_2_says, .timeout = 30)
   rt_run(1, message_flags_main, NULL);
   rt_assert_clean();
 }
+
+/* ---- nanosleep's arguments -------------------------------------------------------------- */
+
+/* No request is EFAULT (the kernel cannot read it), a request out of range
+ * EINVAL - as nanosleep(2) says them. */
+static void sleep_refused(void)
+{
+  const struct timespec *volatile none = NULL; /* hidden from the compiler's check */
+  struct timespec rem;
+  errno = 0;
+  CO_EQ(nanosleep(none, &rem), -1);
+  CO_EQ(errno, EFAULT);
+  errno = 0;
+  CO_EQ(nanosleep(&(struct timespec){0, 1000000000}, &rem), -1);
+  CO_EQ(errno, EINVAL);
+}
+
+static void *sleep_refused_main(void *arg)
+{
+  (void)arg;
+  sleep_refused();
+  return NULL;
+}
+
+Test(hook, nanosleep_refuses_as_nanosleep_2, .timeout = 30)
+{
+  sleep_refused(); /* libc's answers */
+  rt_assert_clean();
+  rt_run(1, sleep_refused_main, NULL);
+  rt_assert_clean();
+}
