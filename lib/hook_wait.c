@@ -247,8 +247,34 @@ static size_t select_wanted(int nfds, const fd_set *rd, const fd_set *wr, const 
   return n;
 }
 
-/* select(2) as poll: Linux's own mapping of poll events to the three sets,
- * and EBADF for a descriptor that is not open. */
+/* An entry select_until no longer waits for is kept as -1 - fd, which
+ * poll(2) skips (revents 0); its descriptor, either way. */
+static int entry_fd(const struct pollfd *p)
+{
+  return p->fd < 0 ? -1 - p->fd : p->fd;
+}
+
+/* Linux's mapping of poll events to the three sets: whether entry p is
+ * ready for something its descriptor's sets ask; with `clear`, the sets
+ * keep its descriptor only where it is. The number of sets it stays in. */
+static int selected(const struct pollfd *p, fd_set *rd, fd_set *wr, fd_set *ex, bool clear)
+{
+  int fd = entry_fd(p);
+  short re = p->revents;
+  bool r = in_set(rd, fd) && (re & (POLLIN | POLLHUP | POLLERR));
+  bool w = in_set(wr, fd) && (re & (POLLOUT | POLLERR));
+  bool x = in_set(ex, fd) && (re & POLLPRI);
+  if (clear)
+    return keep(rd, fd, r) + keep(wr, fd, w) + keep(ex, fd, x);
+  return r + w + x;
+}
+
+/* select(2) as poll, with EBADF for a descriptor that is not open. poll
+ * reports a hang-up or an error whatever was asked; select(2) counts them
+ * only where its mapping puts them, and goes on waiting for a descriptor
+ * that has nothing else - asked for writing or exceptional conditions
+ * only, say, on a hung-up pipe. So does this, without such descriptors
+ * (their state lasts: waiting for them again would come back at once). */
 static int select_until(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, int64_t deadline)
 {
   size_t want = select_wanted(nfds, rd, wr, ex);
@@ -262,18 +288,25 @@ static int select_until(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, int64_t de
     if (ev)
       fds[n++] = (struct pollfd){.fd = fd, .events = ev};
   }
-  int r = poll_until(fds, n, deadline);
-  for (nfds_t i = 0; r >= 0 && i < n; i++)
-    if (fds[i].revents & POLLNVAL)
-      r = -EBADF;
+  int r;
+  for (;;) {
+    r = poll_until(fds, n, deadline);
+    for (nfds_t i = 0; r >= 0 && i < n; i++)
+      if (fds[i].revents & POLLNVAL)
+        r = -EBADF;
+    int any = 0;
+    for (nfds_t i = 0; r > 0 && i < n; i++)
+      any += selected(&fds[i], rd, wr, ex, false);
+    if (r <= 0 || any)
+      break;
+    for (nfds_t i = 0; i < n; i++)
+      if (fds[i].revents)
+        fds[i].fd = -1 - fds[i].fd;
+  }
   if (r >= 0) {
     r = 0;
-    for (nfds_t i = 0; i < n; i++) {
-      int fd = fds[i].fd;
-      short re = fds[i].revents;
-      r += keep(rd, fd, re & (POLLIN | POLLHUP | POLLERR)) + keep(wr, fd, re & (POLLOUT | POLLERR)) +
-           keep(ex, fd, re & POLLPRI);
-    }
+    for (nfds_t i = 0; i < n; i++)
+      r += selected(&fds[i], rd, wr, ex, true);
   }
   free(fds);
   return r;

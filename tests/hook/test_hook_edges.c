@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/select.h>
@@ -249,5 +250,76 @@ Test(hook, nanosleep_refuses_as_nanosleep_2, .timeout = 30)
   sleep_refused(); /* libc's answers */
   rt_assert_clean();
   rt_run(1, sleep_refused_main, NULL);
+  rt_assert_clean();
+}
+
+/* ---- select and what it was not asked ------------------------------------------------- */
+
+struct late_byte {
+  int fd;
+  weft_runtime *rt; /* NULL: a plain thread's select; write at once */
+};
+
+/* Writes a byte once the select waits (before, it would be its first look). */
+static void *write_when_waiting(void *arg)
+{
+  struct late_byte *w = arg;
+  if (w->rt)
+    CO_CHECK(io_wait_suspended_rt(w->rt, 1));
+  CO_EQ(write(w->fd, "x", 1), 1);
+  return NULL;
+}
+
+/* A hang-up is "readable" to select(2), and nothing else: a descriptor
+ * hung up but asked about only for writing or exceptional conditions is
+ * not ready, and select waits on - until its timeout (then 0, no time left
+ * in tv), or until another descriptor is ready. */
+static void hang_up_not_asked(weft_runtime *rt)
+{
+  int hup[2], live[2];
+  CO_EQ(pipe2(hup, O_CLOEXEC), 0);
+  CO_EQ(pipe2(live, O_CLOEXEC), 0);
+  close(hup[1]);
+  fd_set wr, ex;
+  FD_ZERO(&wr);
+  FD_ZERO(&ex);
+  FD_SET(hup[0], &wr);
+  FD_SET(hup[0], &ex);
+  struct timeval tv = {0, 20000};
+  CO_EQ(select(hup[0] + 1, NULL, &wr, &ex, &tv), 0);
+  CO_EQ(tv.tv_sec, 0);
+  CO_EQ(tv.tv_usec, 0);
+  CO_CHECK(!FD_ISSET(hup[0], &wr) && !FD_ISSET(hup[0], &ex));
+  /* With a descriptor that becomes readable while it waits. */
+  fd_set rd;
+  FD_ZERO(&rd);
+  FD_ZERO(&ex);
+  FD_SET(live[0], &rd);
+  FD_SET(hup[0], &ex);
+  int nfds = (hup[0] > live[0] ? hup[0] : live[0]) + 1;
+  struct late_byte w = {.fd = live[1], .rt = rt};
+  pthread_t th;
+  CO_EQ(pthread_create(&th, NULL, write_when_waiting, &w), 0);
+  CO_EQ(select(nfds, &rd, NULL, &ex, NULL), 1);
+  pthread_join(th, NULL);
+  CO_CHECK(FD_ISSET(live[0], &rd));
+  CO_CHECK(!FD_ISSET(hup[0], &ex));
+  close(hup[0]);
+  close(live[0]);
+  close(live[1]);
+}
+
+static void *hang_up_main(void *arg)
+{
+  (void)arg;
+  hang_up_not_asked(weft_runtime_current());
+  return NULL;
+}
+
+Test(hook, select_waits_on_past_a_hang_up_it_was_not_asked_about, .timeout = 30)
+{
+  hang_up_not_asked(NULL); /* libc's answers */
+  rt_assert_clean();
+  rt_run(1, hang_up_main, NULL);
   rt_assert_clean();
 }
