@@ -195,6 +195,21 @@ static int poll_in_epoll(int fd, unsigned events, int64_t deadline)
   return r;
 }
 
+/* The wait of weft_poll_dl for a file io_uring cannot poll (no poll method:
+ * a regular file, /dev/null), which is ready for reading and writing and
+ * never for anything else: nothing can come, so poll(2) waits for its
+ * timeout - and so does this, where io_uring's poll refuses (-EINVAL). */
+static int poll_nothing_comes(int64_t deadline)
+{
+  for (;;) {
+    int r = deadline < 0 ? weft_sleep(3600 * WEFT_SEC) : weft_sleep_until(deadline);
+    if (r < 0)
+      return r;
+    if (deadline >= 0)
+      return -ETIMEDOUT;
+  }
+}
+
 int weft_poll_dl(int fd, unsigned events, int64_t deadline)
 {
   if (events > 0xffff)
@@ -205,6 +220,8 @@ int weft_poll_dl(int fd, unsigned events, int64_t deadline)
     return op.res == -EPERM ? plain_poll(fd, (short)events, deadline) : op.res;
   io_uring_prep_poll_add(sqe, fd, events);
   int r = weft__op_wait(&op);
+  if (r == -EINVAL) /* events are in range: a file without a poll method */
+    return poll_nothing_comes(deadline);
   if (r <= 0)
     return r;
   /* io_uring's poll waits for POLLRDHUP too and reports it, asked for or

@@ -56,7 +56,11 @@ WEFT_API ssize_t weft_write_dl(int fd, const void *buf, size_t n, int64_t deadli
  * refused rather than cut). A socket whose peer shut down its side, waited
  * for in a coroutine for what it is not ready for, is waited for in an
  * epoll instance (io_uring's poll would report the shutdown at once): then
- * also epoll_create1(2)'s -EMFILE, -ENFILE or -ENOMEM. Readiness is level: a
+ * also epoll_create1(2)'s -EMFILE, -ENFILE or -ENOMEM. A file without a
+ * poll method (a regular file, /dev/null) is always ready for reading and
+ * writing and never for anything else: asked only for other events (or
+ * none), the call waits for its deadline, as poll(2) for its timeout (in a
+ * coroutine as weft_sleep waits, with its -ENOMEM too). Readiness is level: a
  * descriptor already ready returns at once - but a passed deadline or a
  * cancel fails the call first, as for every call here. Inside a coroutine it
  * is one IORING_OP_POLL_ADD; on a plain thread, poll(2). For porting code

@@ -323,3 +323,45 @@ Test(hook, select_waits_on_past_a_hang_up_it_was_not_asked_about, .timeout = 30)
   rt_run(1, hang_up_main, NULL);
   rt_assert_clean();
 }
+
+/* ---- files that cannot be polled ------------------------------------------------------ */
+
+/* A regular file or /dev/null has no poll method: always ready for reading
+ * and writing, never for anything else. poll(2) and select(2) asked for
+ * something else wait for their timeout - io_uring's poll refuses them
+ * (EINVAL), which is no answer of poll(2)'s. */
+static void unpollable(void)
+{
+  int fds[2] = {open("/proc/self/exe", O_RDONLY | O_CLOEXEC), open("/dev/null", O_RDWR | O_CLOEXEC)};
+  for (int i = 0; i < 2; i++) {
+    CO_CHECK(fds[i] >= 0);
+    struct pollfd pf = {.fd = fds[i], .events = POLLPRI};
+    CO_EQ(poll(&pf, 1, 20), 0);
+    pf = (struct pollfd){.fd = fds[i], .events = 0};
+    CO_EQ(poll(&pf, 1, 20), 0);
+    pf = (struct pollfd){.fd = fds[i], .events = POLLIN | POLLPRI};
+    CO_EQ(poll(&pf, 1, -1), 1);
+    CO_EQ(pf.revents, POLLIN);
+    fd_set ex;
+    FD_ZERO(&ex);
+    FD_SET(fds[i], &ex);
+    struct timeval tv = {0, 20000};
+    CO_EQ(select(fds[i] + 1, NULL, NULL, &ex, &tv), 0);
+    close(fds[i]);
+  }
+}
+
+static void *unpollable_main(void *arg)
+{
+  (void)arg;
+  unpollable();
+  return NULL;
+}
+
+Test(hook, poll_waits_for_its_timeout_on_a_file_without_poll, .timeout = 30)
+{
+  unpollable(); /* libc's answers */
+  rt_assert_clean();
+  rt_run(1, unpollable_main, NULL);
+  rt_assert_clean();
+}

@@ -9,6 +9,7 @@
  */
 #include "io_helpers.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
@@ -35,6 +36,15 @@ static void check_poll_semantics(int p[2])
    * before the descriptor is looked at. */
   CO_EQ(weft_poll_dl(p[1], POLLOUT, weft_now() - 1), -ETIMEDOUT);
   CO_EQ(weft_poll_dl(-1, POLLIN, weft_now() - 1), -ETIMEDOUT);
+
+  /* A file without a poll method (/dev/null, a regular file) is ready for
+   * reading and writing, and for nothing else ever: waited for until the
+   * deadline, as poll(2) would (io_uring's poll refuses the wait). */
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  CO_EQ(weft_poll(null, POLLIN | POLLPRI), POLLIN);
+  CO_EQ(weft_poll_dl(null, POLLPRI, weft_now() + 20 * WEFT_MSEC), -ETIMEDOUT);
+  CO_EQ(weft_poll_dl(null, 0, weft_now() + 20 * WEFT_MSEC), -ETIMEDOUT);
+  close(null);
 
   /* Bad descriptors and masks. */
   CO_EQ(weft_poll(-1, POLLIN), -EBADF);
