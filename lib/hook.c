@@ -442,5 +442,7 @@ HOOK unsigned sleep(unsigned s)
   if (r == 0)
     return 0;
   errno = -r;
-  return (unsigned)((left_until(end) + WEFT_SEC - 1) / WEFT_SEC);
+  /* The whole seconds not slept, as glibc's sleep counts them (rounded
+   * down: one interrupted with 0.7 s left returns 0). */
+  return (unsigned)(left_until(end) / WEFT_SEC);
 }

@@ -365,3 +365,25 @@ Test(hook, poll_waits_for_its_timeout_on_a_file_without_poll, .timeout = 30)
   rt_run(1, unpollable_main, NULL);
   rt_assert_clean();
 }
+
+/* ---- what sleep returns ----------------------------------------------------------------- */
+
+/* An interrupted sleep(3) returns the whole seconds it has not slept:
+ * glibc's rounds the remaining time down (a sleep(1) interrupted half-way
+ * returns 0). Ended here by a deadline scope half-way. */
+static void *sleep_cut_main(void *arg)
+{
+  (void)arg;
+  int64_t saved = weft_deadline_push(weft_now() + 500 * WEFT_MSEC);
+  errno = 0;
+  CO_EQ(sleep(1), 0);
+  CO_EQ(errno, ETIMEDOUT);
+  weft_deadline_pop(saved);
+  return NULL;
+}
+
+Test(hook, an_interrupted_sleep_returns_the_whole_seconds_left, .timeout = 30)
+{
+  rt_run(1, sleep_cut_main, NULL);
+  rt_assert_clean();
+}
