@@ -5,7 +5,8 @@
  * A separate shared library that defines read, write, readv, writev, recv,
  * send, recvfrom, sendto, recvmsg, sendmsg, accept, accept4, connect, poll,
  * ppoll, select, pselect, epoll_wait, epoll_pwait, sleep, usleep, nanosleep,
- * getaddrinfo and getnameinfo (the waits for readiness - poll, select,
+ * getaddrinfo and getnameinfo, and the _FORTIFY_SOURCE variants of read,
+ * recv, recvfrom, poll and ppoll (the waits for readiness - poll, select,
  * epoll - are in hook_wait.c). Linked into a program (before libc,
  * which a shared library always is) or loaded with LD_PRELOAD, it makes those
  * calls weft's blocking calls when they are made in a coroutine: the
@@ -317,6 +318,46 @@ HOOK int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
   if (!in_coroutine() || never_waits(fd, 0))
     return (int)CALL_NEXT(connect, fd, SA(addr), len);
   return (int)libc_result(weft_connect(fd, SA(addr), len));
+}
+
+/* ---- fortified code ------------------------------------------------------------------------ */
+
+/* Code built with _FORTIFY_SOURCE (many distributions' default flags) calls
+ * glibc's checking variants where the compiler knows a buffer's size:
+ * __read_chk for read, and so on. Those make the system call inside libc,
+ * past the hook, and would block the shard. These make the same check,
+ * leaving a failure to glibc's own variant (which aborts), and are then the
+ * hooked call. */
+ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen);
+ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags);
+ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
+                       struct sockaddr *addr, socklen_t *len);
+
+NEXT(ssize_t, __read_chk, (int, void *, size_t, size_t))
+NEXT(ssize_t, __recv_chk, (int, void *, size_t, size_t, int))
+NEXT(ssize_t, __recvfrom_chk,
+     (int, void *, size_t, size_t, int, struct sockaddr *, socklen_t *))
+
+HOOK ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
+{
+  if (n > buflen)
+    return CALL_NEXT(__read_chk, fd, buf, n, buflen);
+  return read(fd, buf, n);
+}
+
+HOOK ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
+{
+  if (n > buflen)
+    return CALL_NEXT(__recv_chk, fd, buf, n, buflen, flags);
+  return recv(fd, buf, n, flags);
+}
+
+HOOK ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
+                            struct sockaddr *addr, socklen_t *len)
+{
+  if (n > buflen)
+    return CALL_NEXT(__recvfrom_chk, fd, buf, n, buflen, flags, addr, len);
+  return recvfrom(fd, buf, n, flags, addr, len);
 }
 
 /* ---- name lookups ---------------------------------------------------------------------- */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libweft-hook, the waits for readiness: poll, ppoll, select, pselect,
- * epoll_wait and epoll_pwait in a coroutine wait as weft does (weft_poll),
+ * epoll_wait and epoll_pwait (and the fortified __poll_chk and __ppoll_chk)
+ * in a coroutine wait as weft does (weft_poll),
  * with libc's results. The rest of the hook, and what it promises, is in
  * hook.c.
  */
@@ -171,6 +172,31 @@ HOOK int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const si
     return -1;
   }
   return (int)libc_result(poll_until(fds, n, deadline_in_ts(ts)));
+}
+
+/* The _FORTIFY_SOURCE variants (see hook.c): glibc's check - the array
+ * holds n entries - then the hooked call. */
+int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen);
+int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask,
+                size_t fdslen);
+
+NEXT(int, __poll_chk, (struct pollfd *, nfds_t, int, size_t))
+NEXT(int, __ppoll_chk,
+     (struct pollfd *, nfds_t, const struct timespec *, const sigset_t *, size_t))
+
+HOOK int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen)
+{
+  if (fdslen / sizeof(*fds) < n)
+    return (int)CALL_NEXT(__poll_chk, fds, n, timeout, fdslen);
+  return poll(fds, n, timeout);
+}
+
+HOOK int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask,
+                     size_t fdslen)
+{
+  if (fdslen / sizeof(*fds) < n)
+    return (int)CALL_NEXT(__ppoll_chk, fds, n, ts, mask, fdslen);
+  return ppoll(fds, n, ts, mask);
 }
 
 /* The sets as the kernel reads them: bit arrays of unsigned longs, as long

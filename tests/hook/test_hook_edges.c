@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/select.h>
@@ -385,5 +386,71 @@ static void *sleep_cut_main(void *arg)
 Test(hook, an_interrupted_sleep_returns_the_whole_seconds_left, .timeout = 30)
 {
   rt_run(1, sleep_cut_main, NULL);
+  rt_assert_clean();
+}
+
+/* ---- fortified code --------------------------------------------------------------------- */
+
+/* Built with _FORTIFY_SOURCE (many distributions' default flags), a
+ * read, recv, recvfrom, poll or ppoll whose buffer size the compiler knows
+ * calls glibc's checking variant instead: __read_chk and so on. Called
+ * here by name, as such code calls them. */
+ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen);
+ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags);
+ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
+                       struct sockaddr *addr, socklen_t *len);
+int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen);
+int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask,
+                size_t fdslen);
+
+struct fortified {
+  int kind, fd;
+  long result;
+};
+
+static void *fortified_wait(void *arg)
+{
+  struct fortified *f = arg;
+  char buf[8];
+  struct pollfd pf = {.fd = f->fd, .events = POLLIN};
+  if (f->kind == 0)
+    f->result = __read_chk(f->fd, buf, 1, sizeof(buf));
+  else if (f->kind == 1)
+    f->result = __recv_chk(f->fd, buf, 1, sizeof(buf), 0);
+  else if (f->kind == 2)
+    f->result = __recvfrom_chk(f->fd, buf, 1, sizeof(buf), 0, NULL, NULL);
+  else if (f->kind == 3)
+    f->result = __poll_chk(&pf, 1, -1, sizeof(pf));
+  else
+    f->result = __ppoll_chk(&pf, 1, NULL, NULL, sizeof(pf));
+  return NULL;
+}
+
+/* Each waits on the second shard for a byte written from the first: it
+ * must suspend there as a coroutine, as the unfortified call does, not
+ * block the shard's thread in the kernel. */
+static void *fortified_main(void *arg)
+{
+  (void)arg;
+  for (int kind = 0; kind < 5; kind++) {
+    int sv[2];
+    CO_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    struct fortified f = {.kind = kind, .fd = sv[0], .result = -2};
+    weft_task *t;
+    CO_EQ(io_spawn_on(&t, 1, fortified_wait, &f), 0);
+    if (!io_wait_suspended(1))
+      rt_fail(__FILE__, __LINE__, "call %d did not suspend its coroutine", kind);
+    CO_EQ(write(sv[1], "x", 1), 1);
+    CO_EQ(weft_join(t, NULL), 0);
+    CO_EQ(f.result, 1);
+    close(sv[0]);
+    close(sv[1]);
+  }
+  return NULL;
+}
+
+Test(hook, fortified_calls_suspend_the_coroutine, .timeout = 120)
+{
+  rt_run(2, fortified_main, NULL);
   rt_assert_clean();
 }
