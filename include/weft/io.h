@@ -20,6 +20,9 @@
  * -ECANCELED, with the same rule. -EBUSY, rarely: the shard's submission
  * queue stayed full because the kernel took nothing more (its completion
  * queue overflowing); nothing was done, and a later call goes through.
+ * -ENOMEM, rarely, in a coroutine with a deadline (a _dl variant's, or a
+ * deadline scope's): the shard's timer heap could not grow to hold the
+ * timer that keeps it; nothing was done.
  *
  * On a plain thread these calls run the ordinary blocking system call. With
  * a deadline they wait in poll(2) and transfer with RWF_NOWAIT, so the

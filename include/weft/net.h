@@ -23,7 +23,8 @@
  * kernel is asked (to try without waiting, pass MSG_DONTWAIT, or call
  * recv(2)/send(2) themselves on a non-blocking socket). A cancelled task gets
  * -ECANCELED by the same rule. -EBUSY, rarely, as in weft/io.h: the shard's
- * submission queue stayed full; nothing was done.
+ * submission queue stayed full; nothing was done. -ENOMEM, rarely, also as
+ * there: no room in the shard's timer heap for a deadline's timer.
  *
  * Sending never raises SIGPIPE: weft_send, weft_sendto, weft_sendmsg and
  * weft_send_all add MSG_NOSIGNAL, and a peer that went away gives -EPIPE or
