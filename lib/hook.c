@@ -38,6 +38,11 @@
  * descriptor would suspend the coroutine from inside the handler: keep the
  * self-pipe non-blocking, as usual, or wait with weft_signal_wait instead.
  *
+ * read, write, readv and writev on a regular file or a block device run
+ * libc's own call on the blocking pool: io_uring's transfers at the file
+ * position do not take it in turn as the system calls do (see "files with
+ * a position" below).
+ *
  * The name lookups run on the runtime's blocking pool: glibc's resolver
  * talks to DNS servers through its own internal calls, which no hook sees.
  * A lookup that already ran returns its result even to a task cancelled
@@ -94,12 +99,84 @@ static bool receive_never_waits(int fd, int msg_flags)
   return (msg_flags & MSG_ERRQUEUE) || never_waits(fd, msg_flags);
 }
 
+/* ---- files with a position ------------------------------------------------------------ */
+
+/* read(2) and write(2) on a regular file or a block device take its file
+ * position in turn: the kernel locks it for each call. io_uring's transfer
+ * "at the file position" does not: a read that waits for the disk started
+ * where the position was, and a second one issued meanwhile starts there
+ * too - coroutines sharing a descriptor would read the same bytes. So on
+ * such a file these calls are libc's own, run on the blocking pool (the
+ * shard does not wait for the disk); on this thread if the pool has no
+ * thread to give. Its result stands once it ran, cancel or deadline
+ * meanwhile or not (the bytes moved). */
+static bool has_position(int fd)
+{
+  int saved = errno;
+  struct stat st;
+  bool r = fstat(fd, &st) == 0 && (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode));
+  errno = saved;
+  return r;
+}
+
+enum file_call { F_READ, F_WRITE, F_READV, F_WRITEV };
+
+struct file_io {
+  enum file_call call;
+  int fd, cnt;
+  void *buf; /* F_READ, F_WRITE */
+  size_t n;
+  const struct iovec *iov; /* F_READV, F_WRITEV */
+  /* what the call gave */
+  bool ran;
+  ssize_t result;
+  int err;
+};
+
+static void *run_file_io(void *arg)
+{
+  struct file_io *f = arg;
+  switch (f->call) {
+  case F_READ:
+    f->result = CALL_NEXT(read, f->fd, f->buf, f->n);
+    break;
+  case F_WRITE:
+    f->result = CALL_NEXT(write, f->fd, f->buf, f->n);
+    break;
+  case F_READV:
+    f->result = CALL_NEXT(readv, f->fd, f->iov, f->cnt);
+    break;
+  case F_WRITEV:
+    f->result = CALL_NEXT(writev, f->fd, f->iov, f->cnt);
+    break;
+  }
+  f->err = errno;
+  f->ran = true;
+  return NULL;
+}
+
+/* libc's result of the call: the pool's, this thread's, or (it never ran)
+ * the cancel or deadline that kept it from starting. */
+static ssize_t file_io(struct file_io *f)
+{
+  int r = weft_blocking(run_file_io, f, NULL);
+  if (!f->ran && (r == -ENOMEM || r == -EAGAIN))
+    run_file_io(f);
+  if (!f->ran)
+    return libc_result(r);
+  if (f->result < 0)
+    errno = f->err;
+  return f->result;
+}
+
 /* ---- descriptors ------------------------------------------------------------------- */
 
 HOOK ssize_t read(int fd, void *buf, size_t n)
 {
   if (!in_coroutine() || never_waits(fd, 0))
     return CALL_NEXT(read, fd, buf, n);
+  if (has_position(fd))
+    return file_io(&(struct file_io){.call = F_READ, .fd = fd, .buf = buf, .n = n});
   return libc_result(weft_read(fd, buf, n));
 }
 
@@ -138,6 +215,8 @@ HOOK ssize_t write(int fd, const void *buf, size_t n)
 {
   if (!in_coroutine() || never_waits(fd, 0))
     return CALL_NEXT(write, fd, buf, n);
+  if (has_position(fd))
+    return file_io(&(struct file_io){.call = F_WRITE, .fd = fd, .buf = (void *)buf, .n = n});
   size_t done = 0;
   int r = write_fully(fd, buf, n, AS_WRITE, &done);
   return part_or_error(done, r);
@@ -147,6 +226,8 @@ HOOK ssize_t readv(int fd, const struct iovec *iov, int cnt)
 {
   if (!in_coroutine() || never_waits(fd, 0))
     return CALL_NEXT(readv, fd, iov, cnt);
+  if (has_position(fd))
+    return file_io(&(struct file_io){.call = F_READV, .fd = fd, .iov = iov, .cnt = cnt});
   return libc_result(weft_readv(fd, iov, cnt));
 }
 
@@ -178,6 +259,8 @@ HOOK ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
   if (!in_coroutine() || never_waits(fd, 0))
     return CALL_NEXT(writev, fd, iov, cnt);
+  if (has_position(fd))
+    return file_io(&(struct file_io){.call = F_WRITEV, .fd = fd, .iov = iov, .cnt = cnt});
   ssize_t r = weft_writev(fd, iov, cnt);
   return write_rest(fd, iov, r >= 0 ? (size_t)cnt : 0, r, AS_WRITE);
 }

@@ -454,3 +454,87 @@ Test(hook, fortified_calls_suspend_the_coroutine, .timeout = 120)
   rt_run(2, fortified_main, NULL);
   rt_assert_clean();
 }
+
+/* ---- a file position shared ------------------------------------------------------------- */
+
+#define BLOCK 4096
+#define WRITERS 4
+
+struct shared_file {
+  int fd;
+  int id;
+  char buf[BLOCK];
+  ssize_t result;
+};
+
+static void *write_block(void *arg)
+{
+  struct shared_file *s = arg;
+  memset(s->buf, 'a' + s->id, BLOCK);
+  s->result = write(s->fd, s->buf, BLOCK);
+  return NULL;
+}
+
+static void *read_block(void *arg)
+{
+  struct shared_file *s = arg;
+  s->result = read(s->fd, s->buf, BLOCK);
+  return NULL;
+}
+
+/* read(2) and write(2) on a regular file take the file position in turn
+ * (the kernel locks it for each call): coroutines writing one shared
+ * descriptor, as threads write a shared log, each get a block of their
+ * own; readers of one descriptor read different blocks - also when the
+ * data must come from the disk (evicted from the page cache here), while
+ * the first read waits. */
+static void *shared_position_main(void *arg)
+{
+  (void)arg;
+  char path[] = "/tmp/weft_hook_posXXXXXX";
+  int fd = mkstemp(path);
+  CO_CHECK(fd >= 0);
+  unlink(path);
+  struct shared_file w[WRITERS];
+  weft_task *t[WRITERS];
+  for (int i = 0; i < WRITERS; i++) {
+    w[i] = (struct shared_file){.fd = fd, .id = i};
+    CO_EQ(io_spawn_on(&t[i], 0, write_block, &w[i]), 0);
+  }
+  for (int i = 0; i < WRITERS; i++) {
+    CO_EQ(weft_join(t[i], NULL), 0);
+    CO_EQ(w[i].result, BLOCK);
+  }
+  CO_EQ(lseek(fd, 0, SEEK_CUR), WRITERS * BLOCK);
+  int seen = 0; /* one bit per writer whose block is in the file */
+  for (int b = 0; b < WRITERS; b++) {
+    char c;
+    CO_EQ(pread(fd, &c, 1, (off_t)b * BLOCK), 1);
+    if (c >= 'a' && c < 'a' + WRITERS)
+      seen |= 1 << (c - 'a');
+  }
+  CO_EQ(seen, (1 << WRITERS) - 1);
+
+  CO_EQ(fsync(fd), 0);
+  CO_EQ(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+  CO_EQ(lseek(fd, 0, SEEK_SET), 0);
+  struct shared_file r[2];
+  for (int i = 0; i < 2; i++) {
+    r[i] = (struct shared_file){.fd = fd, .id = i};
+    CO_EQ(io_spawn_on(&t[i], 0, read_block, &r[i]), 0);
+  }
+  for (int i = 0; i < 2; i++) {
+    CO_EQ(weft_join(t[i], NULL), 0);
+    CO_EQ(r[i].result, BLOCK);
+  }
+  CO_CHECK(r[0].buf[0] != r[1].buf[0]);
+  CO_EQ(lseek(fd, 0, SEEK_CUR), 2 * BLOCK);
+  close(fd);
+  return NULL;
+}
+
+Test(hook, coroutines_sharing_a_file_position_take_it_in_turn, .timeout = 30)
+{
+  rt_run(1, shared_position_main, NULL);
+  rt_assert_clean();
+}
