@@ -56,6 +56,9 @@
  *     the pool as open(2) instead: a FIFO open then waits for its peer
  *     either way, and neither the deadline nor a cancel ends that wait (a
  *     running pool job is waited for, see above).
+ *   - Reads and writes at the file position (weft_read, weft_write,
+ *     weft_readv, weft_writev) in flight at once on one regular file do not
+ *     take the position in turn (see weft/io.h): use offsets of your own.
  *   - Positional calls (weft_pread, weft_pwrite, weft_preadv, weft_pwritev
  *     and their full-length forms) on a pipe or socket may transfer at the
  *     stream position instead of failing with -ESPIPE: io_uring does not

@@ -24,6 +24,13 @@
  * deadline scope's): the shard's timer heap could not grow to hold the
  * timer that keeps it; nothing was done.
  *
+ * On a regular file, reads and writes at the file position that are in
+ * flight at once - coroutines sharing a descriptor - do not take the
+ * position in turn as read(2) and write(2) do: io_uring takes it when the
+ * operation is issued, so a second read issued while the first waits for
+ * the disk starts at the same offset. Give each coroutine its own offsets
+ * (weft_pread, weft_pwrite) or its own descriptor.
+ *
  * On a plain thread these calls run the ordinary blocking system call. With
  * a deadline they wait in poll(2) and transfer with RWF_NOWAIT, so the
  * deadline holds on a pipe or socket even when another thread takes the
