@@ -92,18 +92,24 @@ static int poll_one(struct pollfd *p, int64_t deadline)
   return 1;
 }
 
-/* Several: unless a cancel or a passed deadline scope fails the call first
- * (cannot_start), ask poll(2) without waiting; if none is ready, wait in weft_poll
- * for an epoll instance holding them all (readable once any of them is),
- * and ask again. */
+/* Several: ask poll(2) without waiting, which also takes the array (EFAULT,
+ * EINVAL); then a cancel or a passed deadline scope fails the call, ready
+ * or not (cannot_start), with every revents 0, as an interrupted poll(2)
+ * leaves them. If none is ready, wait in weft_poll for an epoll instance
+ * holding them all (readable once any of them is), and ask again. */
 static int poll_many(struct pollfd *fds, nfds_t n, int64_t deadline)
 {
-  int r = cannot_start(deadline);
+  int r = (int)CALL_NEXT(poll, fds, n, 0);
   if (r < 0)
-    return r;
-  r = (int)CALL_NEXT(poll, fds, n, 0);
+    return -errno;
+  int c = cannot_start(deadline);
+  if (c < 0) {
+    for (nfds_t i = 0; i < n; i++)
+      fds[i].revents = 0;
+    return c;
+  }
   if (r != 0 || (deadline >= 0 && deadline <= weft_now()))
-    return r < 0 ? -errno : r;
+    return r;
   int ep = epoll_create1(EPOLL_CLOEXEC);
   if (ep < 0)
     return -errno;

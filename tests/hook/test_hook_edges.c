@@ -56,6 +56,36 @@ static void *poll_refused_main(void *arg)
   return NULL;
 }
 
+/* A poll a cancel ends, ready or not, leaves every revents 0 - as poll(2)
+ * interrupted by a signal leaves them. */
+static void *poll_cancelled_main(void *arg)
+{
+  (void)arg;
+  int p[2], q[2];
+  CO_EQ(pipe2(p, O_CLOEXEC), 0);
+  CO_EQ(pipe2(q, O_CLOEXEC), 0);
+  CO_EQ(write(p[1], "x", 1), 1);
+  struct pollfd two[2] = {{.fd = p[0], .events = POLLIN, .revents = UNTOUCHED},
+                          {.fd = q[0], .events = POLLIN, .revents = UNTOUCHED}};
+  CO_EQ(weft_cancel(weft_task_self()), 0);
+  errno = 0;
+  CO_EQ(poll(two, 2, -1), -1);
+  CO_EQ(errno, ECANCELED);
+  CO_EQ(two[0].revents, 0);
+  CO_EQ(two[1].revents, 0);
+  close(p[0]);
+  close(p[1]);
+  close(q[0]);
+  close(q[1]);
+  return NULL;
+}
+
+Test(hook, a_cancelled_poll_leaves_revents_as_an_interrupted_one, .timeout = 30)
+{
+  rt_run(1, poll_cancelled_main, NULL);
+  rt_assert_clean();
+}
+
 Test(hook, a_poll_the_kernel_refuses_writes_nothing, .timeout = 30)
 {
   poll_refused(); /* libc's answers */
