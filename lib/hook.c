@@ -52,8 +52,11 @@
  * What stays as it was: stdio (glibc calls read and write inside itself, not
  * through these symbols), ppoll, pselect and epoll_pwait given a signal mask
  * (the mask is the shard thread's, shared by every coroutine on it: they
- * block the shard, as before), and socket timeouts (SO_RCVTIMEO and
- * SO_SNDTIMEO are not consulted: use a deadline scope).
+ * block the shard, as before), socket timeouts (SO_RCVTIMEO and
+ * SO_SNDTIMEO are not consulted: use a deadline scope), and every blocking
+ * call not named above - pread and pwrite, recvmmsg and sendmmsg,
+ * clock_nanosleep, epoll_pwait2, waitpid, file locks, an open(2) of a FIFO:
+ * it blocks the shard, as it would block a thread.
  */
 #include "hook_internal.h"
 
