@@ -85,8 +85,9 @@ typedef struct weft_stats {
   uint64_t msg_backpressure;/* messages weft_msg_send_many refused because
                                their lane was full (each time: a message
                                offered again and refused again counts again) */
-  uint64_t msg_failed;      /* msg_ring sends the kernel refused (sent again
-                               unless the runtime is stopping) */
+  uint64_t msg_failed;      /* msg_ring sends the kernel refused (sent again,
+                               stopping runtime or not, unless the target
+                               shard has left) */
   uint64_t msg_queue_full;  /* times a lane into this shard was left holding
                                messages because a receive queue was at
                                weft_config.msg_queue_limit, or full with no
