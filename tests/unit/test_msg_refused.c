@@ -6,9 +6,9 @@
  * again and arrives after the ones sent meanwhile; a lane's doorbell is rung
  * again; a wake-up falls back to the target's eventfd; a ticketed send and a
  * flush return the error; a flush right after a refused direct message
- * returns only once it was sent again and posted, also while the runtime
- * stops. Refusals seen by plain threads, which post
- * synchronously, are in test_msg_outside.c.
+ * returns only once it was sent again and posted. Refusals seen by plain
+ * threads, which post synchronously, are in test_msg_outside.c; a message
+ * refused while the runtime stops, in test_task_exit.c.
  */
 #include "msg_test.h"
 #include "rt_internal.h"
@@ -777,49 +777,4 @@ Test(msg, a_message_for_a_waiter_its_canceller_claimed_is_kept, .timeout = 30)
 {
   cr_assert_null(rt_run(2, claimed_main, NULL));
   rt_assert_clean();
-}
-
-/* ---- refused while the runtime stops ------------------------------------------------------ */
-
-/* A cancelled task may still send (a send does not wait) and drain its
- * queue (a queued message is taken whatever the cancel): so a direct
- * message the kernel refuses while the runtime stops is sent again like
- * any other - dropped, its receiver below would wait for it for ever, and
- * the stop with it. */
-static atomic_int stop_got = -1;
-
-static void *drain_once_cancelled(void *arg)
-{
-  CO_EQ(weft_event_wait(arg), -ECANCELED);
-  weft_msg m;
-  int r;
-  while ((r = weft_msg_try_recv(&m, 0)) == -EAGAIN)
-    weft_yield(); /* -ECANCELED: it yields all the same */
-  CO_EQ(r, 0);
-  CO_EQ(m.tag, TAG);
-  atomic_store(&stop_got, (int)m.val);
-  return NULL;
-}
-
-static void *send_once_cancelled(void *arg)
-{
-  CO_EQ(weft_event_wait(arg), -ECANCELED);
-  weft__fault_arm(WEFT__FAULT_SEND, 1);
-  CO_EQ(weft_msg_send(1, TAG, 77), 0);
-  CO_EQ(send_faults_left(), 0);
-  return NULL;
-}
-
-Test(msg, refused_direct_message_is_sent_again_while_the_runtime_stops, .timeout = 30)
-{
-  weft_runtime *rt = rt_start(2);
-  weft_event *ev;
-  cr_assert_eq(weft_event_create(&ev, 0), 0);
-  cr_assert_eq(weft_detach(rt_submit_on(rt, 1, drain_once_cancelled, ev)), 0);
-  cr_assert_eq(weft_detach(rt_submit_on(rt, 0, send_once_cancelled, ev)), 0);
-  cr_assert(RT_POLL(rt_dump_count(rt, " waiting") == 2));
-  cr_assert_eq(weft_runtime_stop(rt), 0);
-  cr_assert_eq(atomic_load(&stop_got), 77);
-  weft_event_destroy(ev);
-  rt_assert_no_leaks();
 }

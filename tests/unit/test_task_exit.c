@@ -4,7 +4,8 @@
  * the task ends it itself before it finishes, so the op does not outlive
  * the task (its CQEs would wake a freed task) and the runtime can stop
  * (an armed op used to keep weft_run and weft_runtime_stop waiting for
- * ever). And a stop whose wake-up between shards the kernel refuses.
+ * ever). And a stop whose wake-up between shards the kernel refuses, and
+ * one with a direct message the kernel refuses in flight.
  */
 #include "rt_internal.h"
 
@@ -279,4 +280,51 @@ Test(runtime, stop_whose_wake_up_to_leave_is_refused_both_ways_ends, .timeout = 
 Test(runtime, stop_whose_wake_up_of_a_cancelled_task_is_refused_both_ways_ends, .timeout = 30)
 {
   stop_with_wake_ups_refused(true);
+}
+
+/* ---- a message the kernel refuses while the runtime stops ---------------------------------- */
+
+/* A cancelled task may still send (a send does not wait) and drain its
+ * queue (a queued message is taken whatever the cancel): so a direct
+ * message the kernel refuses while the runtime stops is sent again like
+ * any other - dropped, its receiver below would wait for it for ever, and
+ * the stop with it. */
+#define STOP_TAG 9
+
+static atomic_int stop_got = -1;
+
+static void *drain_once_cancelled(void *arg)
+{
+  CO_EQ(weft_event_wait(arg), -ECANCELED);
+  weft_msg m;
+  int r;
+  while ((r = weft_msg_try_recv(&m, 0)) == -EAGAIN)
+    weft_yield(); /* -ECANCELED: it yields all the same */
+  CO_EQ(r, 0);
+  CO_EQ(m.tag, STOP_TAG);
+  atomic_store(&stop_got, (int)m.val);
+  return NULL;
+}
+
+static void *send_once_cancelled(void *arg)
+{
+  CO_EQ(weft_event_wait(arg), -ECANCELED);
+  weft__fault_arm(WEFT__FAULT_SEND, 1);
+  CO_EQ(weft_msg_send(1, STOP_TAG, 77), 0);
+  CO_EQ(atomic_load(&weft__fault_countdown[WEFT__FAULT_SEND]), 0);
+  return NULL;
+}
+
+Test(runtime, refused_direct_message_is_sent_again_while_the_runtime_stops, .timeout = 30)
+{
+  weft_runtime *rt = rt_start(2);
+  weft_event *ev;
+  cr_assert_eq(weft_event_create(&ev, 0), 0);
+  cr_assert_eq(weft_detach(rt_submit_on(rt, 1, drain_once_cancelled, ev)), 0);
+  cr_assert_eq(weft_detach(rt_submit_on(rt, 0, send_once_cancelled, ev)), 0);
+  cr_assert(RT_POLL(rt_dump_count(rt, " waiting") == 2));
+  cr_assert_eq(weft_runtime_stop(rt), 0);
+  cr_assert_eq(atomic_load(&stop_got), 77);
+  weft_event_destroy(ev);
+  rt_assert_no_leaks();
 }
