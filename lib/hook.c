@@ -61,6 +61,7 @@
 #include "hook_internal.h"
 
 NEXT(ssize_t, read, (int, void *, size_t))
+NEXT(int, poll, (struct pollfd *, nfds_t, int))
 NEXT(ssize_t, write, (int, const void *, size_t))
 NEXT(ssize_t, readv, (int, const struct iovec *, int))
 NEXT(ssize_t, writev, (int, const struct iovec *, int))
@@ -112,7 +113,14 @@ static bool receive_never_waits(int fd, int msg_flags)
  * such a file these calls are libc's own, run on the blocking pool (the
  * shard does not wait for the disk); on this thread if the pool has no
  * thread to give. Its result stands once it ran, cancel or deadline
- * meanwhile or not (the bytes moved). */
+ * meanwhile or not (the bytes moved).
+ *
+ * Nothing can end a pool job once it runs, and a few regular files can
+ * have nothing to read for as long as they like (/proc/kmsg, a tracefs
+ * trace_pipe, a FUSE file whose server polls): there a job would keep the
+ * task past every cancel and deadline, and a stop of the runtime with it.
+ * So the call first waits for the file to be ready as weft_poll waits;
+ * a file on disk is ready at once, as poll(2) says without waiting. */
 static bool has_position(int fd)
 {
   int saved = errno;
@@ -162,7 +170,17 @@ static void *run_file_io(void *arg)
  * the cancel or deadline that kept it from starting. */
 static ssize_t file_io(struct file_io *f)
 {
-  int r = weft_blocking(run_file_io, f, NULL);
+  bool reads = f->call == F_READ || f->call == F_READV;
+  struct pollfd p = {.fd = f->fd, .events = reads ? POLLIN : POLLOUT};
+  int saved = errno;
+  int r = (int)CALL_NEXT(poll, &p, 1, 0);
+  errno = saved;
+  if (r != 1) {
+    r = weft_poll(f->fd, (unsigned)p.events); /* POLLERR or POLLHUP: the call says why */
+    if (r < 0)
+      return libc_result(r);
+  }
+  r = weft_blocking(run_file_io, f, NULL);
   if (!f->ran && (r == -ENOMEM || r == -EAGAIN))
     run_file_io(f);
   if (!f->ran)

@@ -12,6 +12,8 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/klog.h>
 #include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/socket.h>
@@ -566,5 +568,54 @@ static void *shared_position_main(void *arg)
 Test(hook, coroutines_sharing_a_file_position_take_it_in_turn, .timeout = 30)
 {
   rt_run(1, shared_position_main, NULL);
+  rt_assert_clean();
+}
+
+/* ---- a file with nothing to read yet ------------------------------------------------------ */
+
+/* Some regular files can have nothing to read for as long as they like:
+ * /proc/kmsg until the kernel logs something, a tracefs trace_pipe, a FUSE
+ * file whose server says when it is readable. A hooked read there is a
+ * wait like a read of a pipe, which a deadline scope or a cancel ends -
+ * also now that the transfer runs on the blocking pool (see the shared
+ * file position above), where nothing can end it once it started.
+ * /proc/kmsg needs CAP_SYSLOG, and is read only while the log holds
+ * nothing unread (a read would take it from the system log); a message
+ * the kernel logs meanwhile ends a read too (1). */
+static void *read_kmsg(void *arg)
+{
+  char buf[256];
+  errno = 0;
+  ssize_t r = read(*(int *)arg, buf, sizeof(buf));
+  return (void *)(intptr_t)(r < 0 ? -errno : 1);
+}
+
+static void *kmsg_main(void *arg)
+{
+  int64_t saved = weft_deadline_push(weft_now() + 20 * WEFT_MSEC);
+  intptr_t r = (intptr_t)read_kmsg(arg);
+  weft_deadline_pop(saved);
+  CO_CHECK(r == -ETIMEDOUT || r == 1);
+  weft_task *t;
+  CO_EQ(io_spawn_on(&t, 0, read_kmsg, arg), 0);
+  CO_CHECK(io_wait_suspended(1));
+  CO_EQ(weft_cancel(t), 0);
+  void *v = NULL;
+  CO_EQ(weft_join(t, &v), -ECANCELED);
+  CO_CHECK((intptr_t)v == -ECANCELED || (intptr_t)v == 1);
+  return NULL;
+}
+
+Test(hook, a_read_of_a_file_with_nothing_to_read_ends_at_a_deadline_or_cancel, .timeout = 30)
+{
+  int fd = open("/proc/kmsg", O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    cr_skip_test("/proc/kmsg cannot be read here: %s", strerror(errno));
+  if (klogctl(9 /* SYSLOG_ACTION_SIZE_UNREAD */, NULL, 0) != 0) {
+    close(fd);
+    cr_skip_test("the system log holds unread messages, which a read would take");
+  }
+  rt_run(1, kmsg_main, &fd);
+  close(fd);
   rt_assert_clean();
 }
