@@ -66,14 +66,16 @@ WEFT_API ssize_t weft_write_dl(int fd, const void *buf, size_t n, int64_t deadli
  * refused rather than cut). A socket whose peer shut down its side, waited
  * for in a coroutine for what it is not ready for, is waited for in an
  * epoll instance (io_uring's poll would report the shutdown at once): then
- * also epoll_create1(2)'s -EMFILE, -ENFILE or -ENOMEM. A file without a
+ * also epoll_create1(2)'s -EMFILE, -ENFILE or -ENOMEM, and epoll_ctl(2)'s
+ * -ENOMEM or -ENOSPC (the user's fs.epoll.max_user_watches). A file without a
  * poll method (a regular file, /dev/null) is always ready for reading and
  * writing and never for anything else: asked only for other events (or
  * none), the call waits for its deadline, as poll(2) for its timeout (in a
  * coroutine as weft_sleep waits, with its -ENOMEM too). Readiness is level: a
  * descriptor already ready returns at once - but a passed deadline or a
  * cancel fails the call first, as for every call here. Inside a coroutine it
- * is one IORING_OP_POLL_ADD; on a plain thread, poll(2). For porting code
+ * is an IORING_OP_POLL_ADD (then the epoll wait or the sleep above, if
+ * need be); on a plain thread, poll(2). For porting code
  * that waits for an fd it does not read through weft (a signalfd, a pidfd, a
  * library's socket). */
 WEFT_API int weft_poll(int fd, unsigned events);
