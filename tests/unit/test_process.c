@@ -10,6 +10,7 @@
 #include "io_helpers.h"
 
 #include "core.h"
+#include "fault.h"
 
 #include <spawn.h>
 #include <sys/mman.h>
@@ -280,5 +281,36 @@ Test(process, no_descriptor_for_the_pidfd_is_emfile, .timeout = 30)
   emfile_main(NULL); /* a plain thread */
   rt_assert_clean();
   rt_run(1, emfile_main, NULL);
+  rt_assert_clean();
+}
+
+/* No memory for the deadline's timer (the shard's heap has no array yet):
+ * -ENOMEM, as for every weft call with a deadline (weft/io.h), and the
+ * child is left for the next wait. */
+static void *no_timer_main(void *arg)
+{
+  (void)arg;
+  int p[2];
+  CO_EQ(io_pipe(p), 0);
+  pid_t pid = spawn_sh("read x; exit 5", p[0]);
+  CO_CHECK(pid > 0);
+  int status = -1;
+  weft__fault_arm(WEFT__FAULT_MALLOC, 1);
+  int r = weft_process_wait_dl(pid, &status, weft_now() + 10 * WEFT_SEC);
+  long unfired = atomic_load(&weft__fault_countdown[WEFT__FAULT_MALLOC]);
+  weft__fault_arm(WEFT__FAULT_MALLOC, 0);
+  CO_EQ(unfired, 0);
+  CO_EQ(r, -ENOMEM);
+  CO_EQ(status, -1);
+  CO_EQ(write(p[1], "go\n", 3), 3);
+  CO_EQ(weft_process_wait(pid, &status), 0);
+  CO_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 5);
+  io_close_pipe(p);
+  return NULL;
+}
+
+Test(process, no_memory_for_the_deadline_timer_is_enomem, .timeout = 30)
+{
+  rt_run(1, no_timer_main, NULL);
   rt_assert_clean();
 }
