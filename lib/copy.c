@@ -60,6 +60,16 @@ static bool o_nonblock(int fd)
   return fl >= 0 && (fl & O_NONBLOCK);
 }
 
+/* True if splice(2) does not wait for fd: the caller made it O_NONBLOCK,
+ * or it is a pipe and the caller passed SPLICE_F_NONBLOCK. */
+static bool no_wait(int fd, unsigned flags)
+{
+  if (o_nonblock(fd))
+    return true;
+  struct stat st;
+  return (flags & SPLICE_F_NONBLOCK) && fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
+}
+
 /* True if fd has `events` ready now (poll(2) without waiting). */
 static bool ready_now(int fd, short events)
 {
@@ -72,16 +82,20 @@ static bool ready_now(int fd, short events)
  * side was just reported ready), polling again on -EAGAIN. A side the
  * caller made O_NONBLOCK is not waited for - as splice(2) itself, and as
  * io_uring's splice in a coroutine, the call says -EAGAIN when that side
- * has nothing - but the deadline still bounds the wait for the other (a
- * TCP socket waits in splice(2) whatever the splice flags). */
+ * has nothing - nor is a pipe side when the caller passed SPLICE_F_NONBLOCK
+ * (splice(2) does not wait for it then); the deadline still bounds the
+ * wait for the other (a TCP socket waits in splice(2) whatever the splice
+ * flags). n 0 waits for nothing: splice(2) returns 0 at once. */
 static ssize_t plain_splice(int fd_in, int64_t *off_in, int fd_out, int64_t *off_out, size_t n,
                             unsigned flags, int64_t deadline)
 {
   if (deadline >= 0 && deadline <= weft__now())
     return -ETIMEDOUT; /* as everywhere: a passed deadline starts nothing */
+  if (n == 0)
+    return 0;
   int saved = errno;
   loff_t oi = off_in ? *off_in : 0, oo = off_out ? *off_out : 0;
-  bool nb_in = o_nonblock(fd_in), nb_out = o_nonblock(fd_out);
+  bool nb_in = no_wait(fd_in, flags), nb_out = no_wait(fd_out, flags);
   unsigned f = deadline >= 0 ? flags | SPLICE_F_NONBLOCK : flags;
   ssize_t res;
   for (;;) {
@@ -104,9 +118,9 @@ static ssize_t plain_splice(int fd_in, int64_t *off_in, int fd_out, int64_t *off
     int e = errno;
     if (e == EINTR)
       continue;
-    if (e == EAGAIN && deadline >= 0 && !(flags & SPLICE_F_NONBLOCK)) {
-      /* Lost a race for a side we waited for (look again), or an
-       * O_NONBLOCK side has nothing: then every other side is still
+    if (e == EAGAIN && deadline >= 0) {
+      /* Lost a race for a side we waited for (look again), or a side
+       * not waited for has nothing: then every other side is still
        * ready, and the answer is splice(2)'s. */
       bool others_ready = (nb_in || ready_now(fd_in, POLLIN)) &&
                           (nb_out || ready_now(fd_out, POLLOUT));

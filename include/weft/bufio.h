@@ -164,7 +164,7 @@ WEFT_API ssize_t weft_writer_write_frame(weft_writer *w, const void *buf, size_t
  * splice(2)'s SPLICE_F_MOVE, _NONBLOCK, _MORE, _GIFT (else -EINVAL).
  * Results as splice(2): -EBADF (fd < 0 too), -EINVAL (also a negative
  * offset, or a kind of file that cannot be spliced), -ESPIPE (an offset for
- * a pipe), 0 at end of file. In a coroutine it runs on an io_uring worker
+ * a pipe), 0 at end of file (and at once for n 0). In a coroutine it runs on an io_uring worker
  * thread, which the deadline and weft_cancel interrupt; on a plain thread it
  * is splice(2), and the deadline bounds the wait for both sides with
  * poll(2). A side the caller made O_NONBLOCK is not waited for, either way:

@@ -458,6 +458,42 @@ Test(bufio, splice_deadline_bounds_a_blocking_side_next_to_an_o_nonblock_one, .t
   finish();
 }
 
+/* SPLICE_F_NONBLOCK makes the pipe side not wait, and n 0 moves nothing at
+ * once - with a deadline too, in a coroutine and on a plain thread alike
+ * (the plain thread waited for the empty pipe until the deadline and said
+ * -ETIMEDOUT). */
+static void *splice_nonblock_flag_body(void *arg)
+{
+  (void)arg;
+  int p[2], sv[2];
+  CO_EQ(pipe2(p, O_CLOEXEC), 0);
+  CO_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  int64_t s = WEFT_SEC;
+  CO_EQ(weft_splice_dl(p[0], NULL, sv[0], NULL, 10, SPLICE_F_NONBLOCK, weft_now() + s), -EAGAIN);
+  CO_EQ(weft_splice_dl(p[0], NULL, sv[0], NULL, 0, 0, weft_now() + s), 0);
+  CO_EQ(weft_splice_dl(sv[1], NULL, p[1], NULL, 0, 0, weft_now() + s), 0);
+  /* Both sides pipes, the second one full. */
+  int q[2];
+  CO_EQ(pipe2(q, O_CLOEXEC), 0);
+  CO_EQ(fcntl(q[1], F_SETFL, O_NONBLOCK), 0);
+  char junk[4096] = {0};
+  while (write(q[1], junk, sizeof(junk)) > 0) {
+  }
+  CO_EQ(fcntl(q[1], F_SETFL, 0), 0);
+  CO_EQ(write(p[1], "a", 1), 1);
+  CO_EQ(weft_splice_dl(p[0], NULL, q[1], NULL, 1, SPLICE_F_NONBLOCK, weft_now() + s), -EAGAIN);
+  close2(q);
+  close2(p);
+  close2(sv);
+  return NULL;
+}
+
+Test(bufio, splice_nonblock_flag_and_n_0_do_not_wait, .timeout = 30)
+{
+  run_both(splice_nonblock_flag_body, NULL);
+  finish();
+}
+
 static void *copy_errors_body(void *arg)
 {
   (void)arg;
