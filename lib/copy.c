@@ -178,6 +178,7 @@ typedef struct copy {
   int in, out;
   bool at_off;      /* reading at `off` (the caller's *off_in), not the position */
   bool in_is_file;  /* a regular file: its position can be moved back */
+  bool in_nb;       /* fd_in is O_NONBLOCK (and not a regular file) */
   int64_t off;      /* next offset to read from fd_in when at_off */
   size_t n;         /* bytes asked for (SIZE_MAX: until end of file) */
   size_t done;      /* bytes written to fd_out */
@@ -212,6 +213,28 @@ static int put(copy *c, const char *buf, size_t k)
   return 0;
 }
 
+/* Up to want bytes from fd_in. weft_read_dl waits for an O_NONBLOCK
+ * descriptor to have data (in a coroutine and on a plain thread), but
+ * weft_copy keeps the caller's O_NONBLOCK - -EAGAIN when it has nothing, as
+ * the splices say - so such a descriptor is read(2) directly: it does not
+ * wait, not even on a shard's thread. */
+static ssize_t take(copy *c, char *buf, size_t want)
+{
+  if (!c->in_nb)
+    return c->at_off ? weft_pread_dl(c->in, buf, want, (off_t)c->off, c->deadline)
+                     : weft_read_dl(c->in, buf, want, c->deadline);
+  weft_task *t = weft__task_self();
+  int r = weft__may_wait(t, t ? weft__deadline_for(t, c->deadline) : c->deadline);
+  if (r < 0)
+    return r;
+  int saved = errno;
+  ssize_t k = c->at_off ? pread(c->in, buf, want, (off_t)c->off) : read(c->in, buf, want);
+  if (k < 0)
+    k = -errno;
+  errno = saved;
+  return k;
+}
+
 /* read/write through a buffer; first empties the private pipe, if it holds
  * anything (its bytes come before whatever fd_in still has). */
 static int copy_buffered(copy *c)
@@ -229,8 +252,7 @@ static int copy_buffered(copy *c)
   }
   while (r == 0 && c->done < c->n) {
     size_t want = chunk(c, COPY_BUF_SIZE);
-    ssize_t k = c->at_off ? weft_pread_dl(c->in, buf, want, (off_t)c->off, c->deadline)
-                          : weft_read_dl(c->in, buf, want, c->deadline);
+    ssize_t k = take(c, buf, want);
     if (k == -EINTR)
       continue;
     if (k <= 0) {
@@ -336,7 +358,9 @@ ssize_t weft_copy_dl(int fd_in, int64_t *off_in, int fd_out, size_t n, size_t *d
   if (S_ISFIFO(si.st_mode) && si.st_dev == so.st_dev && si.st_ino == so.st_ino)
     return -EINVAL; /* a pipe into itself: splice(2) refuses, a copy would spin */
   copy c = {.in = fd_in, .out = fd_out, .at_off = off_in != NULL,
-            .in_is_file = S_ISREG(si.st_mode), .off = off_in ? *off_in : 0, .n = n,
+            .in_is_file = S_ISREG(si.st_mode),
+            .in_nb = !S_ISREG(si.st_mode) && o_nonblock(fd_in),
+            .off = off_in ? *off_in : 0, .n = n,
             .deadline = deadline, .pipe = {-1, -1}};
   int r = 0;
   if (n > 0)

@@ -410,6 +410,13 @@ static void *nonblocking_body(void *arg)
   CO_EQ(weft_splice_dl(p[0], NULL, out[0], NULL, 10, 0, weft_now() - 1), -ETIMEDOUT);
   char d;
   CO_EQ(read(p[0], &d, 1), 1);
+  /* Through the buffer too (an eventfd cannot be spliced): the plain
+   * thread's read waited for the O_NONBLOCK descriptor. */
+  int e = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  CO_EQ(weft_copy(e, NULL, out[0], 8, &done), -EAGAIN);
+  CO_EQ(weft_copy_dl(e, NULL, out[0], 8, &done, far), -EAGAIN);
+  CO_EQ(done, 0);
+  close(e);
   /* With data there, it moves. */
   CO_EQ(write(sv[1], "abc", 3), 3);
   CO_EQ(weft_copy_dl(sv[0], NULL, out[0], 3, &done, far), 3);
