@@ -362,8 +362,17 @@ ssize_t weft_copy_dl(int fd_in, int64_t *off_in, int fd_out, size_t n, size_t *d
             .in_nb = !S_ISREG(si.st_mode) && o_nonblock(fd_in),
             .off = off_in ? *off_in : 0, .n = n,
             .deadline = deadline, .pipe = {-1, -1}};
+  /* On a plain thread, splice(2) into a blocking socket waits in the
+   * kernel for all the room it needs once poll(2) said there was some (the
+   * kernel looks at the socket's O_NONBLOCK, not at SPLICE_F_NONBLOCK), and
+   * nothing interrupts it at the deadline. With a deadline, go through the
+   * buffer there: its writes stop at the deadline. */
+  bool buffered = deadline >= 0 && !weft__task_self() && S_ISSOCK(so.st_mode) &&
+                  !o_nonblock(fd_out);
   int r = 0;
-  if (n > 0)
+  if (n > 0 && buffered)
+    r = copy_buffered(&c);
+  else if (n > 0)
     r = S_ISFIFO(si.st_mode) && S_ISFIFO(so.st_mode) ? copy_direct(&c) : copy_via_pipe(&c);
   if (c.pipe[0] >= 0) {
     close(c.pipe[0]);

@@ -184,7 +184,9 @@ WEFT_API ssize_t weft_splice_dl(int fd_in, int64_t *off_in, int fd_out, int64_t 
 /* Copies n bytes (SIZE_MAX = until end of file) from fd_in to fd_out:
  * file -> socket, socket -> socket, any pair. Splices through a private
  * pipe (or from pipe to pipe) where the kernel can, else reads and writes
- * through a buffer; a pipe on either side stays free for others to use.
+ * through a buffer (and so does a plain thread's copy with a deadline into
+ * a blocking socket, which a splice would wait on past the deadline); a
+ * pipe on either side stays free for others to use.
  * off_in NULL = the file position (and the only choice for sockets and
  * pipes), else the offset to start at, advanced by what was copied.
  * Returns the number of bytes copied (fewer than n only at end of file),

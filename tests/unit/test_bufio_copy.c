@@ -630,3 +630,41 @@ Test(bufio, cancel_reaches_copy_reader_writer_and_splice, .timeout = 30)
   rt_run(2, cancel_body, NULL);
   finish();
 }
+
+/* A copy cut short by its deadline, into a socket nobody reads: fd_out has
+ * exactly *done bytes, and the bytes taken from a regular file but not
+ * written are given back - its position (or *off_in) ends at start + done. */
+static void *copy_gives_back_body(void *arg)
+{
+  (void)arg;
+  size_t fsize = 4 << 20;
+  int fd = tmp_file(fsize);
+  for (int with_off = 0; with_off < 2; with_off++) {
+    int sv[2];
+    CO_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    CO_EQ(lseek(fd, 100, SEEK_SET), 100);
+    int64_t off = 300;
+    size_t done = 0;
+    ssize_t r = weft_copy_dl(fd, with_off ? &off : NULL, sv[0], SIZE_MAX, &done,
+                             weft_now() + 100 * WEFT_MSEC);
+    CO_EQ(r, -ETIMEDOUT);
+    CO_CHECK(done < fsize); /* exact: what fd_out holds, below */
+    int queued = ioctl_pending(sv[1]);
+    CO_EQ(queued, done);
+    if (with_off) {
+      CO_EQ(off, 300 + (int64_t)done);
+      CO_EQ(lseek(fd, 0, SEEK_CUR), 100);
+    } else {
+      CO_EQ(lseek(fd, 0, SEEK_CUR), 100 + (off_t)done);
+    }
+    close2(sv);
+  }
+  close(fd);
+  return NULL;
+}
+
+Test(bufio, copy_cut_short_gives_file_bytes_back, .timeout = 30)
+{
+  run_both(copy_gives_back_body, NULL);
+  finish();
+}
