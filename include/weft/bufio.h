@@ -167,7 +167,11 @@ WEFT_API ssize_t weft_writer_write_frame(weft_writer *w, const void *buf, size_t
  * a pipe), 0 at end of file (and at once for n 0). In a coroutine it runs on an io_uring worker
  * thread, which the deadline and weft_cancel interrupt; on a plain thread it
  * is splice(2), and the deadline bounds the wait for both sides with
- * poll(2). A side the caller made O_NONBLOCK is not waited for, either way:
+ * poll(2) - except that a blocking socket on the out side, once poll(2)
+ * says it has some room, takes all it is given inside splice(2), waiting
+ * for room as long as that takes, deadline or not (the kernel looks at
+ * the socket's O_NONBLOCK, not at SPLICE_F_NONBLOCK): there, make the
+ * socket O_NONBLOCK, or use weft_copy_dl, which honours its deadline. A side the caller made O_NONBLOCK is not waited for, either way:
  * -EAGAIN when it has nothing (or no room); the deadline still bounds the
  * wait for the other side.
  *
