@@ -179,6 +179,7 @@ typedef struct copy {
   bool at_off;      /* reading at `off` (the caller's *off_in), not the position */
   bool in_is_file;  /* a regular file: its position can be moved back */
   bool in_nb;       /* fd_in is O_NONBLOCK (and not a regular file) */
+  bool out_nb;      /* fd_out is O_NONBLOCK (and not a regular file) */
   int64_t off;      /* next offset to read from fd_in when at_off */
   size_t n;         /* bytes asked for (SIZE_MAX: until end of file) */
   size_t done;      /* bytes written to fd_out */
@@ -194,11 +195,31 @@ static size_t chunk(const copy *c, size_t max)
   return left < max ? left : max;
 }
 
+/* One write to fd_out. weft_write_dl waits for room in an O_NONBLOCK
+ * descriptor, but weft_copy keeps the caller's O_NONBLOCK (-EAGAIN when it
+ * has no room, as the splices say): write(2) such a descriptor directly -
+ * it does not wait, not even on a shard's thread. */
+static ssize_t give(copy *c, const char *buf, size_t k)
+{
+  if (!c->out_nb)
+    return weft_write_dl(c->out, buf, k, c->deadline);
+  weft_task *t = weft__task_self();
+  int r = weft__may_wait(t, t ? weft__deadline_for(t, c->deadline) : c->deadline);
+  if (r < 0)
+    return r;
+  int saved = errno;
+  ssize_t w = write(c->out, buf, k);
+  if (w < 0)
+    w = -errno;
+  errno = saved;
+  return w;
+}
+
 /* Writes buf[0, k) to fd_out, counting each piece in done. 0 or -errno. */
 static int put(copy *c, const char *buf, size_t k)
 {
   while (k > 0) {
-    ssize_t w = weft_write_dl(c->out, buf, k, c->deadline);
+    ssize_t w = give(c, buf, k);
     if (w == -EINTR)
       continue;
     if (w < 0)
@@ -360,6 +381,7 @@ ssize_t weft_copy_dl(int fd_in, int64_t *off_in, int fd_out, size_t n, size_t *d
   copy c = {.in = fd_in, .out = fd_out, .at_off = off_in != NULL,
             .in_is_file = S_ISREG(si.st_mode),
             .in_nb = !S_ISREG(si.st_mode) && o_nonblock(fd_in),
+            .out_nb = !S_ISREG(so.st_mode) && o_nonblock(fd_out),
             .off = off_in ? *off_in : 0, .n = n,
             .deadline = deadline, .pipe = {-1, -1}};
   /* On a plain thread, splice(2) into a blocking socket waits in the

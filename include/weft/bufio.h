@@ -207,7 +207,7 @@ WEFT_API ssize_t weft_splice_dl(int fd_in, int64_t *off_in, int fd_out, int64_t 
  * Errors: -EBADF (fd < 0, or not open the right way), -EINVAL (negative
  * *off_in, a pipe into itself), -ESPIPE (off_in for a pipe or socket); n 0
  * returns 0. A descriptor the caller set O_NONBLOCK keeps its semantics
- * (-EAGAIN when it has nothing). */
+ * (-EAGAIN when it has nothing, or no room). */
 WEFT_API ssize_t weft_copy(int fd_in, int64_t *off_in, int fd_out, size_t n, size_t *done);
 WEFT_API ssize_t weft_copy_dl(int fd_in, int64_t *off_in, int fd_out, size_t n, size_t *done,
                               int64_t deadline);

@@ -417,6 +417,19 @@ static void *nonblocking_body(void *arg)
   CO_EQ(weft_copy_dl(e, NULL, out[0], 8, &done, far), -EAGAIN);
   CO_EQ(done, 0);
   close(e);
+  /* And an O_NONBLOCK socket with no room, through the buffer too: the
+   * eventfd's 8 bytes are taken (a stream's bytes cannot be put back). */
+  int full[2];
+  CO_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, full), 0);
+  CO_EQ(fcntl(full[0], F_SETFL, O_NONBLOCK), 0);
+  char junk[4096] = {0};
+  while (write(full[0], junk, sizeof(junk)) > 0) {
+  }
+  e = eventfd(5, EFD_CLOEXEC);
+  CO_EQ(weft_copy(e, NULL, full[0], 8, &done), -EAGAIN);
+  CO_EQ(done, 0);
+  close(e);
+  close2(full);
   /* With data there, it moves. */
   CO_EQ(write(sv[1], "abc", 3), 3);
   CO_EQ(weft_copy_dl(sv[0], NULL, out[0], 3, &done, far), 3);
