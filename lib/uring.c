@@ -134,7 +134,7 @@ struct weft_uring_multishot {
   } *q;                     /* CQEs not handed out yet (a ring buffer) */
   unsigned head, count, cap;
   bool ended;               /* the last CQE (no F_MORE) has been queued */
-  bool lost;                /* a CQE could not be queued (no memory) */
+  bool lost;                /* a CQE could not be queued (no memory), not reported yet */
   weft__waiter *waiter;     /* the coroutine waiting in next(), if any */
 };
 
@@ -266,8 +266,13 @@ int weft_uring_multishot_next(weft_uring_multishot *ms, int *res, unsigned *flag
         *flags = c.flags;
       return 1;
     }
-    if (ms->lost)
+    if (ms->lost) {
+      /* Reported once: a caller that calls again (after freeing memory,
+       * or to drain) gets what comes next, and 0 at the op's end - not
+       * -ENOMEM for ever, without waiting. */
+      ms->lost = false;
       return -ENOMEM;
+    }
     bool cancelled = atomic_load_explicit(&t->cancelled, memory_order_relaxed);
     if (ms->ended)
       return cancelled ? -ECANCELED : 0;

@@ -973,3 +973,40 @@ Test(uring, out_of_memory, .timeout = 30)
   rt_assert_clean();
   rt_assert_no_leaks();
 }
+
+/* A CQE lost for lack of memory is reported once; after that next() goes on
+ * as before: it waits for the CQEs still to come and gives 0 at the op's end
+ * (a caller that retries after -ENOMEM must not get it for ever, without
+ * waiting, in a loop that never ends). */
+static void *oom_ms_once_main(void *arg)
+{
+  (void)arg;
+  int p[2];
+  CO_EQ(io_pipe(p), 0);
+  weft_uring_multishot *ms;
+  CO_EQ(poll_begin(&ms, p[0]), 0);
+  CO_EQ(weft_nop(), 0); /* the poll is armed */
+  weft__fault_arm(WEFT__FAULT_MALLOC, 1);
+  CO_EQ(write(p[1], "o", 1), 1);
+  int r = weft_uring_multishot_next(ms, NULL, NULL, WEFT_NO_DEADLINE);
+  weft__fault_arm(WEFT__FAULT_MALLOC, 0);
+  CO_EQ(r, -ENOMEM);
+  /* Nothing new: the wait runs to its deadline. */
+  CO_EQ(weft_uring_multishot_next(ms, NULL, NULL, weft_now() + WEFT_MSEC), -ETIMEDOUT);
+  /* Cancelled, the op ends: its final CQE, then 0. */
+  CO_EQ(weft_uring_multishot_cancel(ms), 0);
+  int res = 0;
+  while ((r = weft_uring_multishot_next(ms, &res, NULL, WEFT_NO_DEADLINE)) == 1)
+    ;
+  CO_EQ(r, 0);
+  CO_EQ(weft_uring_multishot_end(ms), 0);
+  io_close_pipe(p);
+  return NULL;
+}
+
+Test(uring, a_lost_cqe_is_reported_once, .timeout = 30)
+{
+  rt_run(1, oom_ms_once_main, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
