@@ -55,9 +55,11 @@ WEFT_API struct io_uring_sqe *weft_uring_sqe(void);
  * the CQE that gave it in *cqe_flags (if not NULL). -EINVAL unless sqes
  * holds exactly the SQEs weft_uring_sqe handed out since the last call that
  * took some (n == 0, a NULL array or element, one missing or twice, one
- * from elsewhere). If the call fails before submitting (-EINVAL, -ECANCELED,
- * -ETIMEDOUT for a deadline already passed) every SQE handed out is turned
- * into a NOP: nothing prepared for a call that failed ever runs. */
+ * from elsewhere); -EPERM on a plain thread; -ENOMEM with a deadline (its
+ * own or a deadline scope's) when the shard's timer heap cannot grow to hold
+ * its timer. If the call fails before submitting (-EINVAL, -EPERM, -ENOMEM,
+ * -ECANCELED, -ETIMEDOUT for a deadline already passed) every SQE handed out
+ * is turned into a NOP: nothing prepared for a call that failed ever runs. */
 WEFT_API int weft_uring_wait(struct io_uring_sqe **sqes, unsigned n, unsigned *cqe_flags,
                              int64_t deadline);
 

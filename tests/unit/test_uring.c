@@ -974,6 +974,34 @@ Test(uring, out_of_memory, .timeout = 30)
   rt_assert_no_leaks();
 }
 
+/* No room in the timer heap for a deadline's timer: -ENOMEM before anything
+ * was submitted, and the SQE handed out never runs. */
+static void *oom_wait_timer_main(void *arg)
+{
+  (void)arg;
+  int p[2];
+  CO_EQ(io_pipe(p), 0);
+  struct io_uring_sqe *sqe = weft_uring_sqe();
+  io_uring_prep_write(sqe, p[1], "x", 1, (uint64_t)-1);
+  /* The shard's timer heap has no array yet: reserving one allocates. */
+  weft__fault_arm(WEFT__FAULT_MALLOC, 1);
+  int r = weft_uring_wait(&sqe, 1, NULL, weft_now() + 3600 * WEFT_SEC);
+  weft__fault_arm(WEFT__FAULT_MALLOC, 0);
+  CO_EQ(r, -ENOMEM);
+  CO_EQ(weft_nop(), 0); /* whatever was queued has been submitted and run */
+  struct pollfd pfd = {.fd = p[0], .events = POLLIN};
+  CO_EQ(poll(&pfd, 1, 0), 0); /* nothing was written */
+  io_close_pipe(p);
+  return NULL;
+}
+
+Test(uring, wait_without_memory_for_its_timer, .timeout = 30)
+{
+  rt_run(1, oom_wait_timer_main, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
 /* A CQE lost for lack of memory is reported once; after that next() goes on
  * as before: it waits for the CQEs still to come and gives 0 at the op's end
  * (a caller that retries after -ENOMEM must not get it for ever, without
