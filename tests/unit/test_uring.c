@@ -1002,6 +1002,36 @@ Test(uring, wait_without_memory_for_its_timer, .timeout = 30)
   rt_assert_no_leaks();
 }
 
+/* next() with a deadline and no room in the timer heap for its timer:
+ * -ENOMEM, with no CQE lost - the op goes on and its CQEs still come. */
+static void *oom_next_timer_main(void *arg)
+{
+  (void)arg;
+  int p[2];
+  CO_EQ(io_pipe(p), 0);
+  weft_uring_multishot *ms;
+  CO_EQ(poll_begin(&ms, p[0]), 0);
+  /* The shard's timer heap has no array yet: arming a timer allocates. */
+  weft__fault_arm(WEFT__FAULT_MALLOC, 1);
+  int r = weft_uring_multishot_next(ms, NULL, NULL, weft_now() + 3600 * WEFT_SEC);
+  weft__fault_arm(WEFT__FAULT_MALLOC, 0);
+  CO_EQ(r, -ENOMEM);
+  CO_EQ(write(p[1], "o", 1), 1);
+  int res = 0;
+  CO_EQ(weft_uring_multishot_next(ms, &res, NULL, WEFT_NO_DEADLINE), 1);
+  CO_CHECK(res & POLLIN);
+  CO_EQ(weft_uring_multishot_end(ms), 0);
+  io_close_pipe(p);
+  return NULL;
+}
+
+Test(uring, next_without_memory_for_its_timer, .timeout = 30)
+{
+  rt_run(1, oom_next_timer_main, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
 /* A CQE lost for lack of memory is reported once; after that next() goes on
  * as before: it waits for the CQEs still to come and gives 0 at the op's end
  * (a caller that retries after -ENOMEM must not get it for ever, without
