@@ -43,7 +43,8 @@ WEFT_API int weft_group_spawn(weft_group *g, const weft_spawn_opts *o, void *(*f
  * wait did not begin). A coroutine that is
  * itself cancelled gets -ECANCELED if it has to wait; with nothing to wait
  * for (no member left) it gets the result, as any wait that need not wait.
- * From plain threads too. */
+ * In a deadline scope, weft_group_wait can end as _dl does: -ETIMEDOUT,
+ * -ENOMEM. From plain threads too. */
 WEFT_API int weft_group_wait(weft_group *g);
 WEFT_API int weft_group_wait_dl(weft_group *g, int64_t deadline);
 

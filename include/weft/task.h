@@ -79,7 +79,7 @@ WEFT_API int weft_spawn(weft_task **t, const weft_spawn_opts *o, void *(*fn)(voi
  * returned already) gives t's own outcome, 0 or -ECANCELED, even in a
  * cancelled task. So after 0 or -ECANCELED, t is over and the handle
  * is gone. Inside a deadline scope (weft_deadline_push) the join can end with
- * -ETIMEDOUT as weft_join_dl does. */
+ * -ETIMEDOUT or -ENOMEM as weft_join_dl does (the handle still the caller's). */
 WEFT_API int weft_join(weft_task *t, void **ret);
 
 /* weft_join() with an absolute deadline: -ETIMEDOUT when it passes, and

@@ -42,6 +42,10 @@ WEFT_API int weft_sleep_until(int64_t deadline);
  *     ... any weft calls ...
  *     weft_deadline_pop(saved);
  *
+ * A wait bounded by a scope needs a timer: when the shard's timer heap
+ * cannot grow for it, the call returns -ENOMEM (the wait did not begin) -
+ * also a call that has no deadline of its own, such as weft_join().
+ *
  * Scopes nest (an inner scope cannot extend an outer one). push returns the
  * value to hand back to pop; on a plain thread both do nothing (push returns
  * WEFT_NO_DEADLINE). The task's current deadline is weft_deadline(). */

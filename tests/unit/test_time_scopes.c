@@ -288,6 +288,47 @@ static void *oom_sleep_main(void *arg)
   return NULL;
 }
 
+/* Inside a deadline scope, a wait with no deadline of its own needs a
+ * timer for the scope's: without memory for it, -ENOMEM - and, as with
+ * weft_join_dl, a join's handle is still the caller's. */
+static void *hold_main(void *arg)
+{
+  return (void *)(intptr_t)weft_cancel_token_wait(arg, WEFT_NO_DEADLINE);
+}
+
+static void *oom_scope_main(void *arg)
+{
+  (void)arg;
+  weft_cancel_token *tok;
+  CO_EQ(weft_cancel_token_create(&tok), 0);
+  weft_task *t;
+  CO_EQ(io_spawn_on(&t, 0, hold_main, tok), 0);
+  weft_group *g;
+  CO_EQ(weft_group_create(&g), 0);
+  CO_EQ(weft_group_spawn(g, NULL, hold_main, tok), 0);
+  int64_t saved = weft_deadline_push(weft_now() + 3600 * WEFT_SEC);
+  /* The shard's timer heap has no array yet: arming a timer allocates. */
+  weft__fault_arm(WEFT__FAULT_MALLOC, 1);
+  int rj = weft_join(t, NULL);
+  weft__fault_arm(WEFT__FAULT_MALLOC, 1);
+  int rg = weft_group_wait(g);
+  weft__fault_arm(WEFT__FAULT_MALLOC, 0);
+  weft_deadline_pop(saved);
+  CO_EQ(rj, -ENOMEM);
+  CO_EQ(rg, -ENOMEM);
+  CO_EQ(weft_cancel_token_cancel(tok), 0);
+  CO_EQ(weft_join(t, NULL), 0); /* the handle was still ours */
+  CO_EQ(weft_group_destroy(g), 0);
+  weft_cancel_token_destroy(tok);
+  return NULL;
+}
+
+Test(time, scope_without_memory_for_its_timer, .timeout = 30)
+{
+  rt_run(1, oom_scope_main, NULL);
+  rt_assert_clean();
+}
+
 Test(time, out_of_memory, .timeout = 30)
 {
   weft_interval *iv = NULL;
