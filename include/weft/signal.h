@@ -58,7 +58,10 @@ WEFT_API int weft_signal_open(const sigset_t *set);
  * number (> 0) and, if info is not NULL, what the kernel says of it (sender,
  * code, sigqueue value; see signalfd(2)). Errors: -EBADF, -EINVAL (fd is not
  * a non-blocking descriptor - use one from weft_signal_open), -ETIMEDOUT,
- * -ECANCELED. As for every blocking call, a passed deadline or a cancel
+ * -ECANCELED; rarely, in a coroutine, weft_poll's -EBUSY (the shard's
+ * submission queue stayed full) or -ENOMEM (with a deadline, its own or a
+ * deadline scope's, and no room in the shard's timer heap for its timer),
+ * taking nothing. As for every blocking call, a passed deadline or a cancel
  * fails the call first, even with a signal pending, and takes nothing: the
  * signal stays pending for the next wait. A coroutine waits in weft_poll; a
  * plain thread blocks in poll(2). */

@@ -12,6 +12,8 @@
  */
 #include "io_helpers.h"
 
+#include "fault.h"
+
 #include <fcntl.h>
 #include <poll.h>
 
@@ -149,6 +151,32 @@ Test(signal, wait_in_coroutines, .timeout = 30)
   sigset_t pending;
   cr_assert_eq(sigpending(&pending), 0);
   cr_assert_eq(sigismember(&pending, SIGUSR1), 1);
+}
+
+/* With a deadline and no room in the shard's timer heap for its timer: the
+ * wait fails with -ENOMEM before it begins, and takes nothing. */
+static void *oom_main(void *arg)
+{
+  (void)arg;
+  sigset_t s = set_of(SIGUSR1, 0);
+  int fd = weft_signal_open(&s);
+  CO_CHECK(fd >= 0);
+  CO_EQ(kill(getpid(), SIGUSR1), 0);
+  /* The shard's timer heap has no array yet: reserving one allocates. */
+  weft__fault_arm(WEFT__FAULT_MALLOC, 1);
+  int r = weft_signal_wait_dl(fd, NULL, weft_now() + 3600 * WEFT_SEC);
+  weft__fault_arm(WEFT__FAULT_MALLOC, 0);
+  CO_EQ(r, -ENOMEM);
+  CO_EQ(weft_signal_wait(fd, NULL), SIGUSR1); /* still pending */
+  close(fd);
+  return NULL;
+}
+
+Test(signal, wait_without_memory_for_its_timer, .timeout = 30)
+{
+  cr_assert_eq(block(SIGUSR1, 0), 0);
+  rt_run(1, oom_main, NULL);
+  rt_assert_clean();
 }
 
 /* ---- waiting on a plain thread ----------------------------------------------------------- */
