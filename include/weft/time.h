@@ -79,7 +79,8 @@ WEFT_API int weft_interval_next(weft_interval *iv);
 /* When the next tick is due (absolute ns). */
 WEFT_API int64_t weft_interval_deadline(const weft_interval *iv);
 
-/* Moves the schedule: the next tick is at `start`, then every period. */
+/* Moves the schedule: the next tick is at `start` (absolute; <= 0 means
+ * "now + period", as in create), then every period. 0, or -EINVAL (NULL). */
 WEFT_API int weft_interval_reset(weft_interval *iv, int64_t start);
 
 WEFT_API void weft_interval_destroy(weft_interval *iv);
