@@ -83,9 +83,14 @@ struct weft_recv_stream {
 
 /* ---- buffer group ids ------------------------------------------------------------
  * Group ids are per ring in the kernel; taking them from one process-wide
- * pool keeps streams on the same ring apart with no per-ring bookkeeping. */
+ * pool keeps streams on the same ring apart with no per-ring bookkeeping.
+ * The pool is the upper half of the ids: the lower half is left to raw ops
+ * of the extension API (weft/uring.h), which provide and select buffers on
+ * the same ring - a group a stream held there would refuse their provides
+ * and hand them the stream's buffers. */
 
-#define NGROUPS 65536u
+#define GROUP_BASE 32768u
+#define NGROUPS 32768u
 static pthread_mutex_t groups_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t groups_used[NGROUPS / 64];
 static unsigned groups_cursor; /* word to start the next search at */
@@ -102,7 +107,7 @@ static int group_alloc(void)
       groups_used[w] |= (uint64_t)1 << bit;
       groups_cursor = w;
       groups_count++;
-      id = (int)(w * 64 + bit);
+      id = (int)(GROUP_BASE + w * 64 + bit);
     }
   }
   pthread_mutex_unlock(&groups_lock);
@@ -112,7 +117,8 @@ static int group_alloc(void)
 static void group_free(int id)
 {
   pthread_mutex_lock(&groups_lock);
-  groups_used[(unsigned)id / 64] &= ~((uint64_t)1 << ((unsigned)id % 64));
+  unsigned i = (unsigned)id - GROUP_BASE;
+  groups_used[i / 64] &= ~((uint64_t)1 << (i % 64));
   groups_count--;
   pthread_mutex_unlock(&groups_lock);
 }

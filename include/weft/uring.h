@@ -25,6 +25,11 @@
  * weft_uring_wait returns - which is after the kernel has posted every CQE,
  * on every path (deadline, cancellation).
  *
+ * Provided buffers: buffer group ids 0 to 32767 are the caller's to provide
+ * (IORING_OP_PROVIDE_BUFFERS) and select from (IOSQE_BUFFER_SELECT); weft's
+ * receive streams register theirs above. Groups belong to a shard's ring:
+ * provide and select from a task that stays on one shard (weft_task_pin).
+ *
  * Deadlines and cancellation: when the deadline passes (or the task is
  * cancelled) weft submits IORING_OP_ASYNC_CANCEL for the op(s) and still
  * waits for their CQEs; the result is -ETIMEDOUT (or -ECANCELED) unless the

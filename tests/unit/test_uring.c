@@ -935,6 +935,58 @@ Test(uring, multishot_task_stays_on_its_shard, .timeout = 60)
   rt_assert_clean();
 }
 
+/* ---- provided buffers ------------------------------------------------------------ */
+
+/* Raw ops may provide buffers and select from them in the groups uring.h
+ * leaves to the caller - also while a receive stream of weft's has a
+ * buffer ring registered on the same shard ring. */
+static void *bgid_main(void *arg)
+{
+  (void)arg;
+  int sv[2];
+  CO_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  weft_recv_stream *rs;
+  CO_EQ(weft_recv_stream_open(&rs, sv[0], NULL), 0);
+  if (weft_recv_stream_multishot(rs) != 1) {
+    weft_recv_stream_close(rs);
+    close(sv[0]);
+    close(sv[1]);
+    return NULL; /* no buffer rings here: nothing to keep apart */
+  }
+  static char bufs[4][64];
+  for (int bgid = 0; bgid < 4; bgid++) {
+    struct io_uring_sqe *sqe = weft_uring_sqe();
+    io_uring_prep_provide_buffers(sqe, bufs[bgid], sizeof(bufs[bgid]), 1, bgid, 0);
+    int r = weft_uring_wait(&sqe, 1, NULL, WEFT_NO_DEADLINE);
+    CO_CHECK(r >= 0);
+  }
+  /* The stream still gets its data. */
+  CO_EQ(write(sv[1], "abc", 3), 3);
+  const void *p;
+  CO_EQ(weft_recv_stream_next(rs, &p, WEFT_NO_DEADLINE), 3);
+  CO_CHECK(memcmp(p, "abc", 3) == 0);
+  CO_EQ(weft_recv_stream_close(rs), 0);
+  /* And a raw receive selects from a group of the caller's. */
+  CO_EQ(write(sv[1], "xyz", 3), 3);
+  struct io_uring_sqe *sqe = weft_uring_sqe();
+  io_uring_prep_recv(sqe, sv[0], NULL, 64, 0);
+  sqe->flags |= IOSQE_BUFFER_SELECT;
+  sqe->buf_group = 0;
+  unsigned fl = 0;
+  CO_EQ(weft_uring_wait(&sqe, 1, &fl, WEFT_NO_DEADLINE), 3);
+  CO_CHECK(fl & IORING_CQE_F_BUFFER);
+  CO_CHECK(memcmp(bufs[0], "xyz", 3) == 0);
+  close(sv[0]);
+  close(sv[1]);
+  return NULL;
+}
+
+Test(uring, raw_ops_keep_their_buffer_groups_apart_from_streams, .timeout = 30)
+{
+  rt_run(1, bgid_main, NULL);
+  rt_assert_clean();
+}
+
 /* ---- out of memory --------------------------------------------------------------- */
 
 static void *oom_ms_main(void *arg)
