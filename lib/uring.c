@@ -10,6 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* SQE flags a raw op may not keep. IOSQE_CQE_SKIP_SUCCESS: weft needs every
+ * CQE to know when the op is over. IOSQE_IO_DRAIN: the ring is the shard's,
+ * shared by all its coroutines and by weft's own ops, some of which never
+ * end (the wake-up eventfd's multishot poll); a drained SQE waits for every
+ * op submitted before it, and the kernel holds back every SQE after it -
+ * the cancel of its deadline included - so the whole shard would stop. */
+#define RAW_DROPPED (IOSQE_CQE_SKIP_SUCCESS | IOSQE_IO_DRAIN)
+
 /* Turns every SQE handed out and not taken into a NOP nobody waits for, when
  * the call that should take them fails before submitting - whatever the
  * caller passed, a bad array included: nothing the caller prepared and gave
@@ -110,9 +118,10 @@ int weft_uring_wait(struct io_uring_sqe **sqes, unsigned n, unsigned *cqe_flags,
   }
   sh->uring_unadopted = 0;
   for (unsigned i = 0; i < n; i++) {
-    /* weft needs every CQE, and a link must not reach past the op into the
-     * next SQE of somebody else. */
-    sqes[i]->flags &= (unsigned char)~IOSQE_CQE_SKIP_SUCCESS;
+    /* weft needs every CQE, a link must not reach past the op into the
+     * next SQE of somebody else, and a drain must not wait for the ops of
+     * the whole shard (see RAW_DROPPED). */
+    sqes[i]->flags &= (unsigned char)~RAW_DROPPED;
     if (i == n - 1)
       sqes[i]->flags &= (unsigned char)~(IOSQE_IO_LINK | IOSQE_IO_HARDLINK);
     weft__op_adopt(&op, sqes[i]);
@@ -197,7 +206,7 @@ int weft_uring_multishot_begin(weft_uring_multishot **out, struct io_uring_sqe *
     return r;
   }
   sh->uring_unadopted = 0;
-  sqe->flags &= (unsigned char)~(IOSQE_CQE_SKIP_SUCCESS | IOSQE_IO_LINK | IOSQE_IO_HARDLINK);
+  sqe->flags &= (unsigned char)~(RAW_DROPPED | IOSQE_IO_LINK | IOSQE_IO_HARDLINK);
   weft__op_adopt(&ms->op, sqe);
   ms->op.on_cqe = ms_cqe;
   weft_task *t = ms->op.task;

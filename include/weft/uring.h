@@ -19,9 +19,12 @@
  *
  * Safety contract: between weft_uring_sqe() and weft_uring_wait() call
  * nothing else of weft (the SQEs sit unsubmitted in the ring); weft owns
- * user_data, clears IOSQE_CQE_SKIP_SUCCESS (it needs every CQE) and clears
- * IOSQE_IO_LINK / IO_HARDLINK on an op's last SQE (a link must not reach the
- * next op). Everything the SQEs point to must stay valid until
+ * user_data, clears IOSQE_CQE_SKIP_SUCCESS (it needs every CQE) and
+ * IOSQE_IO_DRAIN (the ring is the shard's: a drain would wait for every op
+ * of every coroutine and weft's own, some of which never end, and hold back
+ * every SQE after it - the shard's whole I/O; order an op's own SQEs with
+ * IOSQE_IO_LINK), and clears IOSQE_IO_LINK / IO_HARDLINK on an op's last SQE
+ * (a link must not reach the next op). Everything the SQEs point to must stay valid until
  * weft_uring_wait returns - which is after the kernel has posted every CQE,
  * on every path (deadline, cancellation).
  *

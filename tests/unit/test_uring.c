@@ -935,6 +935,44 @@ Test(uring, multishot_task_stays_on_its_shard, .timeout = 60)
   rt_assert_clean();
 }
 
+/* ---- SQE flags ----------------------------------------------------------------------- */
+
+/* IOSQE_IO_DRAIN on a raw SQE would wait for every op on the shard's ring -
+ * weft's wake-up poll, which never ends, included - and hold back every SQE
+ * after it, the shard's whole I/O. weft drops the flag: the op runs, and so
+ * does everything after it. (Kept, this test hangs until its timeout.) */
+static void *drain_main(void *arg)
+{
+  (void)arg;
+  struct io_uring_sqe *sqe = weft_uring_sqe();
+  io_uring_prep_nop(sqe);
+  sqe->flags |= IOSQE_IO_DRAIN;
+  CO_EQ(weft_uring_wait(&sqe, 1, NULL, WEFT_NO_DEADLINE), 0);
+  CO_EQ(weft_nop(), 0);
+
+  int p[2];
+  CO_EQ(io_pipe(p), 0);
+  sqe = weft_uring_sqe();
+  io_uring_prep_poll_multishot(sqe, p[0], POLLIN);
+  sqe->flags |= IOSQE_IO_DRAIN;
+  weft_uring_multishot *ms;
+  CO_EQ(weft_uring_multishot_begin(&ms, sqe), 0);
+  CO_EQ(write(p[1], "o", 1), 1);
+  int res = 0;
+  CO_EQ(weft_uring_multishot_next(ms, &res, NULL, WEFT_NO_DEADLINE), 1);
+  CO_CHECK(res & POLLIN);
+  CO_EQ(weft_uring_multishot_end(ms), 0);
+  io_close_pipe(p);
+  CO_EQ(weft_nop(), 0);
+  return NULL;
+}
+
+Test(uring, a_drain_flag_does_not_stop_the_shard, .timeout = 20)
+{
+  rt_run(1, drain_main, NULL);
+  rt_assert_clean();
+}
+
 /* ---- provided buffers ------------------------------------------------------------ */
 
 /* Raw ops may provide buffers and select from them in the groups uring.h
