@@ -24,9 +24,15 @@
  * of every coroutine and weft's own, some of which never end, and hold back
  * every SQE after it - the shard's whole I/O; order an op's own SQEs with
  * IOSQE_IO_LINK), and clears IOSQE_IO_LINK / IO_HARDLINK on an op's last SQE
- * (a link must not reach the next op). Everything the SQEs point to must stay valid until
- * weft_uring_wait returns - which is after the kernel has posted every CQE,
- * on every path (deadline, cancellation).
+ * (a link must not reach the next op). The ring is shared: an op that acts
+ * on other requests by descriptor or on all of them (IORING_OP_ASYNC_CANCEL
+ * with IORING_ASYNC_CANCEL_FD or _ANY) reaches the ops of every coroutine
+ * of the shard, which then fail with -ECANCELED as if cancelled - do not
+ * use it on descriptors that other coroutines wait on, nor _ANY at all.
+ *
+ * Everything the SQEs point to must stay valid until weft_uring_wait
+ * returns - which is after the kernel has posted every CQE, on every path
+ * (deadline, cancellation).
  *
  * Provided buffers: buffer group ids 0 to 32767 are the caller's to provide
  * (IORING_OP_PROVIDE_BUFFERS) and select from (IOSQE_BUFFER_SELECT); weft's
