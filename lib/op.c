@@ -32,6 +32,8 @@ static bool reserve(weft__shard *sh, unsigned n)
   return io_uring_sq_space_left(&sh->ring) >= n;
 }
 
+static void requeue_cancel(weft__shard *sh, weft__op *op);
+
 static void default_cqe(weft__shard *sh, weft__op *op, int res, unsigned flags)
 {
   /* A chain reports its first failure, else the last SQE's result - not a
@@ -45,13 +47,21 @@ static void default_cqe(weft__shard *sh, weft__op *op, int res, unsigned flags)
    * kernel may still use what the SQE points to: the op is not over. */
   if (flags & IORING_CQE_F_MORE)
     return;
-  if (--op->expect == 0)
+  if (--op->expect == 0) {
     weft__op_finish(sh, op);
+    return;
+  }
+  /* A cancelled chain whose SQE just ended still has SQEs to come. Behind a
+   * hard link (IOSQE_IO_HARDLINK, which a failure does not sever) the next
+   * one now starts, after the cancel that ended this one: cancel again, or
+   * the op would wait for it past its deadline, or for ever. */
+  requeue_cancel(sh, op);
 }
 
 /* Pushes op's cancel node onto its shard's cancel inbox (any thread). */
 static void push_cancel(weft__shard *sh, weft__op *op)
 {
+  op->cancel_queued = true;
   weft__op *head = atomic_load_explicit(&sh->cancel_inbox, memory_order_relaxed);
   do {
     op->cancel_next = head;
@@ -65,6 +75,19 @@ void weft__op_queue_cancel(weft__op *op)
   push_cancel(op->sh, op);
 }
 
+/* Cancels a cancelled op once more (owning shard) - unless its node is
+ * still queued, its cancel still to be submitted. Under the task's wait
+ * lock, where cancellers set cancel_requested and push: the node must
+ * never be in the inbox twice. */
+static void requeue_cancel(weft__shard *sh, weft__op *op)
+{
+  weft_task *t = op->task;
+  weft__spin_lock(&t->wait_lock);
+  if (op->cancel_requested && !op->cancel_queued)
+    push_cancel(sh, op);
+  weft__spin_unlock(&t->wait_lock);
+}
+
 int weft__op_prepare(weft__op *op, int64_t deadline)
 {
   weft_task *t = weft__task_self();
@@ -72,6 +95,7 @@ int weft__op_prepare(weft__op *op, int64_t deadline)
   op->sqe = NULL;
   op->done = false;
   op->cancel_requested = false;
+  op->cancel_queued = false;
   op->cancel_next = NULL;
   op->cflags = 0;
   op->expect = 0;
@@ -122,6 +146,7 @@ void weft__op_rearm(weft__op *op, struct io_uring_sqe *sqe)
   /* The previous life's cancel node was consumed by weft__op_ended. */
   op->done = false;
   op->cancel_requested = false;
+  op->cancel_queued = false;
   op->cancel_next = NULL;
   op->expect = 0;
   op->nsqe = 0;
@@ -224,6 +249,7 @@ void weft__op_drain_cancels(weft__shard *sh)
   weft__op *op = atomic_exchange_explicit(&sh->cancel_inbox, NULL, memory_order_acquire);
   while (op) {
     weft__op *next = op->cancel_next;
+    op->cancel_queued = false; /* out of the inbox (live: see weft__op_finish) */
     if (!op->done) {
       struct io_uring_sqe *sqe = weft__ring_sqe(sh);
       if (!sqe) {

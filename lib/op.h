@@ -48,6 +48,8 @@ struct weft__op {
   unsigned nsqe;            /* SQEs in the op (> 1: a linked chain) */
   bool done;                /* the final CQE was reaped */
   bool cancel_requested;    /* its cancel node was queued (under task->wait_lock) */
+  bool cancel_queued;       /* the node is in the inbox now (set with a push, under
+                               task->wait_lock; cleared by the owning shard's drain) */
   weft__op *cancel_next;    /* link in the owning shard's cancel inbox */
   /* Called on the owning shard for each CQE of the op. The default records
    * the result (a chain keeps its first failure) and, with the last expected

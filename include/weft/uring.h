@@ -40,9 +40,11 @@
  * provide and select from a task that stays on one shard (weft_task_pin).
  *
  * Deadlines and cancellation: when the deadline passes (or the task is
- * cancelled) weft submits IORING_OP_ASYNC_CANCEL for the op(s) and still
- * waits for their CQEs; the result is -ETIMEDOUT (or -ECANCELED) unless the
- * op completed first, in which case its real result is returned.
+ * cancelled) weft submits IORING_OP_ASYNC_CANCEL for the op(s) - again each
+ * time an SQE of the chain ends, since behind IOSQE_IO_HARDLINK the next
+ * one starts all the same - and still waits for their CQEs; the result is
+ * -ETIMEDOUT (or -ECANCELED) unless the op completed first, in which case
+ * its real result is returned.
  */
 #ifndef WEFT_URING_H
 #define WEFT_URING_H

@@ -973,6 +973,54 @@ Test(uring, a_drain_flag_does_not_stop_the_shard, .timeout = 20)
   rt_assert_clean();
 }
 
+/* A deadline or a cancel ends a hard-linked chain too: cancelling the op
+ * that runs does not end a hard link - the next op then starts, and must be
+ * cancelled in its turn, or the call would wait for it past its deadline
+ * (here: for ever). */
+struct hardlink {
+  int p[2], q[2];
+  int64_t deadline;
+};
+
+/* Two reads of empty pipes, hard-linked. */
+static void *hardlink_chain(void *arg)
+{
+  struct hardlink *h = arg;
+  char a, b;
+  struct io_uring_sqe *s[2];
+  s[0] = weft_uring_sqe();
+  s[1] = weft_uring_sqe();
+  io_uring_prep_read(s[0], h->p[0], &a, 1, (uint64_t)-1);
+  s[0]->flags |= IOSQE_IO_HARDLINK;
+  io_uring_prep_read(s[1], h->q[0], &b, 1, (uint64_t)-1);
+  return (void *)(intptr_t)weft_uring_wait(s, 2, NULL, h->deadline);
+}
+
+static void *hardlink_main(void *arg)
+{
+  (void)arg;
+  struct hardlink h;
+  CO_EQ(io_pipe(h.p), 0);
+  CO_EQ(io_pipe(h.q), 0);
+  h.deadline = weft_now() + 2 * WEFT_MSEC;
+  CO_EQ((intptr_t)hardlink_chain(&h), -ETIMEDOUT);
+  /* The same with a cancel of the task. */
+  h.deadline = WEFT_NO_DEADLINE;
+  io_cancel_while_waiting(0, hardlink_chain, &h);
+  CO_EQ(weft_nop(), 0);
+  weft_stats s = io_stats();
+  CO_EQ(s.ops_submitted, s.ops_completed);
+  io_close_pipe(h.p);
+  io_close_pipe(h.q);
+  return NULL;
+}
+
+Test(uring, deadline_ends_a_hard_linked_chain, .timeout = 20)
+{
+  rt_run(1, hardlink_main, NULL);
+  rt_assert_clean();
+}
+
 /* ---- provided buffers ------------------------------------------------------------ */
 
 /* Raw ops may provide buffers and select from them in the groups uring.h
