@@ -220,8 +220,14 @@ int weft_poll_dl(int fd, unsigned events, int64_t deadline)
     return op.res == -EPERM ? plain_poll(fd, (short)events, deadline) : op.res;
   io_uring_prep_poll_add(sqe, fd, events);
   int r = weft__op_wait(&op);
-  if (r == -EINVAL) /* events are in range: a file without a poll method */
-    return poll_nothing_comes(deadline);
+  if (r == -EINVAL) {
+    /* The events are in range: io_uring could not arm its poll. A file
+     * without a poll method (a regular file, /dev/null) is one cause, and
+     * epoll refuses it too (-EPERM); a driver whose poll uses more than two
+     * wait queues is the other, and epoll can wait on that. */
+    r = poll_in_epoll(fd, events, deadline);
+    return r == -EPERM ? poll_nothing_comes(deadline) : r;
+  }
   if (r <= 0)
     return r;
   /* io_uring's poll waits for POLLRDHUP too and reports it, asked for or
