@@ -115,10 +115,21 @@ static int wait_idle(weft_group *g, int64_t deadline, bool cancellable)
   return r;
 }
 
+/* A member waiting for its own group waits for itself: the group is not
+ * idle while the member runs. Refused, as weft_join refuses a task joining
+ * itself. (t->group is set before t starts, and only t reads it here.) */
+static bool caller_is_member(const weft_group *g)
+{
+  weft_task *t = weft__task_self();
+  return t && t->group == g;
+}
+
 int weft_group_wait_dl(weft_group *g, int64_t deadline)
 {
   if (!g)
     return -EINVAL;
+  if (caller_is_member(g))
+    return -EDEADLK;
   return wait_idle(g, deadline, true);
 }
 
@@ -187,6 +198,8 @@ int weft_group_destroy(weft_group *g)
 {
   if (!g)
     return -EINVAL;
+  if (caller_is_member(g))
+    return -EDEADLK; /* its uncancellable wait would never end */
   weft_group_cancel(g);
   int r = wait_idle(g, WEFT_NO_DEADLINE, false);
   free(g);

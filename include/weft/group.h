@@ -44,7 +44,8 @@ WEFT_API int weft_group_spawn(weft_group *g, const weft_spawn_opts *o, void *(*f
  * itself cancelled gets -ECANCELED if it has to wait; with nothing to wait
  * for (no member left) it gets the result, as any wait that need not wait.
  * In a deadline scope, weft_group_wait can end as _dl does: -ETIMEDOUT,
- * -ENOMEM. From plain threads too. */
+ * -ENOMEM. From plain threads too. A member of g waiting for g would wait
+ * for itself: -EDEADLK, at once (as weft_join of the calling task). */
 WEFT_API int weft_group_wait(weft_group *g);
 WEFT_API int weft_group_wait_dl(weft_group *g, int64_t deadline);
 
@@ -55,7 +56,8 @@ WEFT_API int weft_group_cancel(weft_group *g);
 WEFT_API size_t weft_group_active(const weft_group *g);
 
 /* Cancels, waits for every member (not cancellable itself) and frees g.
- * Returns weft_group_wait()'s result, or -EINVAL. */
+ * Returns weft_group_wait()'s result, -EINVAL, or -EDEADLK (called by a
+ * member of g: nothing is done). */
 WEFT_API int weft_group_destroy(weft_group *g);
 
 /* Cancellation tokens (the seed's CancellationToken): a flag that can be

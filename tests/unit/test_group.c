@@ -436,11 +436,34 @@ static void *dummy(void *arg)
   return arg;
 }
 
+/* A member waiting for its own group would wait for itself: refused at
+ * once, with or without a deadline, and its destroy does nothing. Its own
+ * members (spawned into the same group) are members too. */
+static void *self_waiter(void *arg)
+{
+  weft_group *g = arg;
+  CO_EQ(weft_group_wait(g), -EDEADLK);
+  CO_EQ(weft_group_wait_dl(g, weft_now() + 10 * WEFT_SEC), -EDEADLK);
+  CO_EQ(weft_group_destroy(g), -EDEADLK);
+  CO_EQ(weft_group_active(g), 1);
+  return NULL;
+}
+
+static void *spawns_a_self_waiter(void *arg)
+{
+  CO_EQ(weft_group_spawn(arg, NULL, self_waiter, arg), 0);
+  return NULL;
+}
+
 static void *misuse_main(void *arg)
 {
   (void)arg;
   weft_group *g;
   CO_EQ(weft_group_create(&g), 0);
+  CO_EQ(weft_group_spawn(g, NULL, self_waiter, g), 0);
+  CO_EQ(weft_group_wait(g), 0);
+  CO_EQ(weft_group_spawn(g, NULL, spawns_a_self_waiter, g), 0);
+  CO_EQ(weft_group_wait(g), 0);
   CO_EQ(weft_group_spawn(g, NULL, NULL, NULL), -EINVAL);
   CO_EQ(group_spawn_on(g, 7, dummy, NULL), -EINVAL); /* no such shard */
   CO_EQ(weft_group_spawn(NULL, NULL, dummy, NULL), -EINVAL);
