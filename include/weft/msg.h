@@ -137,7 +137,9 @@ WEFT_API int weft_msg_send_many_rt(weft_runtime *rt, int shard, const weft_msg *
  * the target (weft_msg_try_recv included). Returns 0, or the kernel's error
  * (the message was not delivered), -ECANCELED if the calling coroutine (of
  * any runtime: _rt from another one too) is cancelled before the message is
- * submitted, -ETIMEDOUT if its deadline scope passes first, -EAGAIN as
+ * queued in its shard's ring (once queued it is sent, and the call returns
+ * 0 if the kernel posts it, a cancel meanwhile or not), -ETIMEDOUT if its
+ * deadline scope passes first, -EAGAIN as
  * weft_msg_send. On a plain thread use _rt (posted synchronously, as
  * weft_msg_send_rt). */
 WEFT_API int weft_msg_send_wait(int shard, uint16_t tag, uint32_t val);

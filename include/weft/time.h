@@ -90,7 +90,9 @@ WEFT_API void weft_interval_destroy(weft_interval *iv);
  * for those already waiting. */
 typedef struct weft_timer weft_timer;
 
-/* Creates a timer due at `deadline` (WEFT_NO_DEADLINE: never, until reset). */
+/* Creates a timer due at `deadline` (WEFT_NO_DEADLINE, or any negative
+ * value: never, until reset - unlike weft_sleep_until, for which a negative
+ * deadline has passed). */
 WEFT_API int weft_timer_create(weft_timer **tm, int64_t deadline);
 
 /* Waits until the timer is due: 0, or -ECANCELED, -ETIMEDOUT when a deadline
@@ -99,7 +101,8 @@ WEFT_API int weft_timer_create(weft_timer **tm, int64_t deadline);
  * weft_sleep_until with a passed deadline). */
 WEFT_API int weft_timer_wait(weft_timer *tm);
 
-/* Sets a new deadline; waiters re-check it. Returns 0 or -EINVAL. */
+/* Sets a new deadline (negative: never); waiters re-check it. Returns 0
+ * or -EINVAL. */
 WEFT_API int weft_timer_reset(weft_timer *tm, int64_t deadline);
 
 WEFT_API int64_t weft_timer_deadline(const weft_timer *tm);

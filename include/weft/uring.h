@@ -34,6 +34,12 @@
  * returns - which is after the kernel has posted every CQE, on every path
  * (deadline, cancellation).
  *
+ * weft_uring_wait is for ops that post one CQE per SQE. A multishot SQE
+ * (a multishot poll, accept, recv or timeout) goes to
+ * weft_uring_multishot_begin below: weft_uring_wait would keep only its
+ * last CQE's result, and whatever the others carried (an accepted
+ * descriptor, say) would be lost.
+ *
  * Provided buffers: buffer group ids 0 to 32767 are the caller's to provide
  * (IORING_OP_PROVIDE_BUFFERS) and select from (IOSQE_BUFFER_SELECT); weft's
  * receive streams register theirs above. Groups belong to a shard's ring:

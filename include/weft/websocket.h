@@ -183,7 +183,9 @@ WEFT_API int weft_ws_ping(weft_ws *ws, const void *data, size_t n, int64_t deadl
  * drops messages until the peer's close comes. 0 once it has; -ETIMEDOUT at the
  * deadline, -ECONNRESET if the connection ends first, the socket's error if
  * the close frame cannot be written (-EPIPE: the peer had gone already),
- * -ECANCELED, and the errors of weft_ws_recv for a peer that breaks the
+ * -EPIPE at once, writing nothing, on a connection already broken (a call
+ * before failed part-way or met a protocol error) unless the peer's close
+ * came before (0), -ECANCELED, and the errors of weft_ws_recv for a peer that breaks the
  * protocol meanwhile. Either way no more messages can be sent. */
 WEFT_API int weft_ws_close(weft_ws *ws, int code, const char *reason, int64_t deadline);
 
