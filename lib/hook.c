@@ -84,14 +84,22 @@ NEXT(int, nanosleep, (const struct timespec *, struct timespec *))
 /* A call that cannot wait is libc's own: an O_NONBLOCK descriptor (io_uring
  * would wait for readiness anyway), MSG_DONTWAIT, or no descriptor at all
  * (libc says EBADF). One fcntl(2) per call, small beside a ring round trip. */
-static bool never_waits(int fd, int msg_flags)
+static int fd_flags(int fd)
 {
-  if (msg_flags & MSG_DONTWAIT)
-    return true;
   int saved = errno;
   int fl = fcntl(fd, F_GETFL);
   errno = saved;
+  return fl;
+}
+
+static bool flags_never_wait(int fl)
+{
   return fl < 0 || (fl & O_NONBLOCK);
+}
+
+static bool never_waits(int fd, int msg_flags)
+{
+  return (msg_flags & MSG_DONTWAIT) || flags_never_wait(fd_flags(fd));
 }
 
 /* A receive from the error queue (MSG_ERRQUEUE) never waits either: the
@@ -121,8 +129,36 @@ static bool receive_never_waits(int fd, int msg_flags)
  * task past every cancel and deadline, and a stop of the runtime with it.
  * So the call first waits for the file to be ready as weft_poll waits;
  * a file on disk is ready at once, as poll(2) says without waiting. */
-static bool has_position(int fd)
+/* The flags the kernel sets on every descriptor opened by a path (on a
+ * 64-bit kernel O_LARGEFILE, whose value differs between architectures and
+ * which glibc defines as 0 there): what F_GETFL shows on /dev/null beside
+ * its access mode; 0 if that cannot be learnt. Sockets, pipes, eventfds
+ * and the like never carry them, so a descriptor without them needs no
+ * fstat(2) to be told from a file with a position - one system call less
+ * on every hooked transfer of a connection. */
+static int path_open_flags(void)
 {
+  static atomic_int known = -1;
+  int v = atomic_load_explicit(&known, memory_order_relaxed);
+  if (v < 0) {
+    int saved = errno;
+    int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int fl = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
+    if (fd >= 0)
+      close(fd);
+    errno = saved;
+    v = fl < 0 ? 0 : fl & ~O_ACCMODE;
+    atomic_store_explicit(&known, v, memory_order_relaxed);
+  }
+  return v;
+}
+
+/* fl: fd's F_GETFL flags. */
+static bool has_position(int fd, int fl)
+{
+  int by_path = path_open_flags();
+  if (by_path && !(fl & by_path))
+    return false;
   int saved = errno;
   struct stat st;
   bool r = fstat(fd, &st) == 0 && (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode));
@@ -194,9 +230,10 @@ static ssize_t file_io(struct file_io *f)
 
 HOOK ssize_t read(int fd, void *buf, size_t n)
 {
-  if (!in_coroutine() || never_waits(fd, 0))
+  int fl = -1;
+  if (!in_coroutine() || flags_never_wait(fl = fd_flags(fd)))
     return CALL_NEXT(read, fd, buf, n);
-  if (has_position(fd))
+  if (has_position(fd, fl))
     return file_io(&(struct file_io){.call = F_READ, .fd = fd, .buf = buf, .n = n});
   return libc_result(weft_read(fd, buf, n));
 }
@@ -234,9 +271,10 @@ static ssize_t part_or_error(size_t done, int r)
 
 HOOK ssize_t write(int fd, const void *buf, size_t n)
 {
-  if (!in_coroutine() || never_waits(fd, 0))
+  int fl = -1;
+  if (!in_coroutine() || flags_never_wait(fl = fd_flags(fd)))
     return CALL_NEXT(write, fd, buf, n);
-  if (has_position(fd))
+  if (has_position(fd, fl))
     return file_io(&(struct file_io){.call = F_WRITE, .fd = fd, .buf = (void *)buf, .n = n});
   size_t done = 0;
   int r = write_fully(fd, buf, n, AS_WRITE, &done);
@@ -245,9 +283,10 @@ HOOK ssize_t write(int fd, const void *buf, size_t n)
 
 HOOK ssize_t readv(int fd, const struct iovec *iov, int cnt)
 {
-  if (!in_coroutine() || never_waits(fd, 0))
+  int fl = -1;
+  if (!in_coroutine() || flags_never_wait(fl = fd_flags(fd)))
     return CALL_NEXT(readv, fd, iov, cnt);
-  if (has_position(fd))
+  if (has_position(fd, fl))
     return file_io(&(struct file_io){.call = F_READV, .fd = fd, .iov = iov, .cnt = cnt});
   return libc_result(weft_readv(fd, iov, cnt));
 }
@@ -278,9 +317,10 @@ static ssize_t write_rest(int fd, const struct iovec *iov, size_t cnt, ssize_t f
 
 HOOK ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
-  if (!in_coroutine() || never_waits(fd, 0))
+  int fl = -1;
+  if (!in_coroutine() || flags_never_wait(fl = fd_flags(fd)))
     return CALL_NEXT(writev, fd, iov, cnt);
-  if (has_position(fd))
+  if (has_position(fd, fl))
     return file_io(&(struct file_io){.call = F_WRITEV, .fd = fd, .iov = iov, .cnt = cnt});
   ssize_t r = weft_writev(fd, iov, cnt);
   return write_rest(fd, iov, r >= 0 ? (size_t)cnt : 0, r, AS_WRITE);
