@@ -383,6 +383,12 @@ int weft_runtime_stop(weft_runtime *rt)
     }
   }
   weft__stack_release_deferred();
+  /* The shards' caches went with their threads, but what they overflowed
+   * into the depot, and what the un-joined tasks above left in this
+   * thread's cache, would keep their committed pages for a runtime that may
+   * never come. Another runtime still running only loses free stacks it
+   * can map again. */
+  weft__stack_cache_drain();
   free((void *)rt->cfg.cpus);
   runtime_free(rt);
   return 0;

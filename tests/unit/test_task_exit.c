@@ -10,6 +10,7 @@
 #include "rt_internal.h"
 
 #include "fault.h"
+#include "stack.h"
 
 #include "weft/net.h"
 #include "weft/recv_stream.h"
@@ -327,4 +328,45 @@ Test(runtime, refused_direct_message_is_sent_again_while_the_runtime_stops, .tim
   cr_assert_eq(atomic_load(&stop_got), 77);
   weft_event_destroy(ev);
   rt_assert_no_leaks();
+}
+
+/* ---- the stacks go back to the system when the runtime stops ------------------------------- */
+
+#define MANY_TASKS 400 /* frees far past one thread's cache (64): the depot fills */
+
+static void *touch_and_yield(void *arg)
+{
+  volatile char buf[4096]; /* pages of its stack are committed */
+  for (size_t k = 0; k < sizeof(buf); k += 64)
+    buf[k] = (char)k;
+  weft_yield();
+  return (void *)(intptr_t)(buf[64] + (intptr_t)arg);
+}
+
+static void *spawn_many_and_join(void *arg)
+{
+  (void)arg;
+  static weft_task *t[MANY_TASKS];
+  for (int i = 0; i < MANY_TASKS; i++)
+    CO_EQ(rt_spawn(&t[i], WEFT_PLACE_PINNED, -1, touch_and_yield, NULL), 0);
+  for (int i = 0; i < MANY_TASKS; i++)
+    CO_EQ(rt_join_int(t[i]), 64);
+  return NULL;
+}
+
+/* "Stopping ... frees everything" (weft/runtime.h): the free stacks its
+ * shards gathered - in their caches and in the depot they overflowed into -
+ * are given back too, not kept with their committed pages for a runtime
+ * that may never come. */
+Test(runtime, stop_gives_the_free_stacks_back, .timeout = 30)
+{
+  weft__stack_counters c0, c1;
+  weft__stack_get_counters(&c0);
+  rt_run(1, spawn_many_and_join, NULL);
+  rt_assert_clean();
+  weft__stack_get_counters(&c1);
+  cr_assert_eq(c1.depot, 0, "%llu free stacks kept in the depot", (unsigned long long)c1.depot);
+  cr_assert_eq(c1.slab_live + c1.guarded_live, c0.slab_live + c0.guarded_live,
+               "stacks still held: %lld", (long long)(c1.slab_live + c1.guarded_live -
+                                                      c0.slab_live - c0.guarded_live));
 }
