@@ -65,9 +65,11 @@ _Noreturn void weft__overflow_report(const weft__coro *co, const char *detail)
 }
 
 /* A fault is ours when it hits the running coroutine's guard (a PROT_NONE
- * page or a guard region), or when the stack pointer itself has left a stack
- * of its own mapping (a frame bigger than the guard jumped over it; below a
- * slab stack lies its neighbour, which does not fault). */
+ * page or a guard region), or when the stack pointer itself has left its
+ * stack (a frame bigger than the guard jumped over it). What the stray
+ * frame then faults on is not ours to know: unmapped space below a stack of
+ * its own mapping, or, below a slab slot, its neighbour's guard region -
+ * the neighbour's stack itself does not fault, and is corrupted unseen. */
 static bool is_overflow(const weft__coro *co, const siginfo_t *si, const void *uctx)
 {
   if (!co || co->stack.guard == 0)
@@ -76,8 +78,6 @@ static bool is_overflow(const weft__coro *co, const siginfo_t *si, const void *u
   uintptr_t addr = (uintptr_t)si->si_addr;
   if (addr >= lo && addr < lo + co->stack.guard)
     return true;
-  if (co->stack.kind != WEFT__STACK_GUARDED)
-    return false;
 #if defined(__x86_64__)
   const ucontext_t *uc = uctx;
   uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];

@@ -21,6 +21,10 @@
  *                             unless weft used a key it had not made
  *                             (a destructor of the program's then gets
  *                             weft's value: exit 4)
+ *   overflow_helper jump      a frame far bigger than a guard, in "big-frame",
+ *                             whose stack pointer lands in the guard of the
+ *                             stack below its own (guard regions on: the
+ *                             slot below in the same slab)
  *   overflow_helper at-exit   the overflow of "late-recursion", run by a
  *                             thread-exit destructor of the program's that
  *                             runs after weft's own (which frees the
@@ -114,6 +118,42 @@ static int run(void *(*fn)(void *), void *arg, const char *name)
   if (weft__coro_resume(co) == WEFT__CORO_SUSPENDED)
     weft__coro_resume(co);
   weft__coro_destroy(co);
+  fprintf(stderr, "overflow_helper: survived\n");
+  return 2;
+}
+
+/* ---- jump: a frame that jumps over the guard ---- */
+
+static weft__coro *jump_below; /* the stack under the jumper's */
+
+/* Moves the stack pointer into the middle of the guard of the stack below
+ * in one frame (as a large local array does), and touches it. */
+static void *jump_fn(void *arg)
+{
+  (void)arg;
+  char *here = __builtin_frame_address(0);
+  char *target = jump_below->stack.map + jump_below->stack.guard / 2;
+  volatile char *p = __builtin_alloca((size_t)(here - target));
+  p[0] = 1;
+  return (void *)(uintptr_t)p[0];
+}
+
+static int jump_mode(void)
+{
+  if (!weft__stack_guard_regions())
+    return 77; /* no guard in the slot below */
+  /* Two slots carved one after the other: the second lies just above. */
+  weft__coro_opts o = {.fn = noop_fn, .stack_size = STACK_SIZE};
+  if (weft__coro_create(&jump_below, &o) != 0)
+    return 3;
+  weft__coro *co;
+  o.fn = jump_fn;
+  o.name = "big-frame";
+  if (weft__coro_create(&co, &o) != 0 || co->stack.map != jump_below->stack.map +
+                                                              jump_below->stack.map_len)
+    return 3;
+  fprintf(stderr, "overflow_helper: slab stack, guard %zu\n", co->stack.guard);
+  weft__coro_resume(co);
   fprintf(stderr, "overflow_helper: survived\n");
   return 2;
 }
@@ -238,6 +278,8 @@ int main(int argc, char **argv)
     return no_keys_mode();
   if (!strcmp(mode, "at-exit"))
     return at_exit_mode();
-  fprintf(stderr, "usage: overflow_helper named|mapped|anon|segv-in|segv-out|canary|no-keys|at-exit\n");
+  if (!strcmp(mode, "jump"))
+    return jump_mode();
+  fprintf(stderr, "usage: overflow_helper named|mapped|anon|segv-in|segv-out|canary|no-keys|at-exit|jump\n");
   return 3;
 }

@@ -2,8 +2,9 @@
 /*
  * Suite "coro", part 2 - coroutine stacks: death tests through
  * overflow_helper (overflow reports from a guard region and from a guard
- * page, foreign SIGSEGVs passed on, a slab canary overwrite), slab stacks
- * with guard regions, slab stacks past the guard budget of kernels without
+ * page, and from a frame that jumps over a slab slot's guard, foreign
+ * SIGSEGVs passed on, a slab canary overwrite), slab stacks with guard
+ * regions, slab stacks past the guard budget of kernels without
  * them, dirty slab slots not reissued, bad input (-EINVAL) and mmap or
  * guard failure (-ENOMEM).
  *
@@ -157,6 +158,19 @@ Test(coro, guard_page_overflow_after_the_signal_stack_was_freed, .timeout = 30)
   static struct death d;
   run_helper("at-exit", &d);
   expect_overflow_report(&d, "late-recursion");
+}
+
+/* A frame bigger than the guard moves the stack pointer past it in one
+ * step; where the first touch faults - in the guard of the slab slot below
+ * - is not this coroutine's guard, but its stack pointer has left its
+ * stack: an overflow, reported as one, not passed on as a foreign fault. */
+Test(coro, frame_jumping_over_a_slab_guard_reported, .timeout = 30)
+{
+  if (!weft__stack_guard_regions())
+    cr_skip_test("no guard regions (MADV_GUARD_INSTALL, Linux 6.13)");
+  static struct death d;
+  run_helper("jump", &d);
+  expect_overflow_report(&d, "big-frame");
 }
 
 /* A fault that is not an overflow must reach the previous disposition: the
