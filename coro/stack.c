@@ -227,11 +227,14 @@ static int slab_alloc(weft__stack *st, size_t size)
     p = c->free_slots[--c->n_free];
   } else if (c) {
     if (c->cur == c->end) {
-      /* 64 MiB of address space per slab (at least 16 stacks): one map entry
-       * for many coroutines. Nothing is committed until touched. */
+      /* 64 MiB of address space per slab: one map entry for many
+       * coroutines. Nothing is committed until touched - but a cap on the
+       * address space (RLIMIT_AS) or strict overcommit counts all of it, so
+       * stacks of 64 MiB and more get one slot per slab, not sixteen: a
+       * 1 GiB stack must not need 16 GiB. */
       size_t n = ((size_t)64 << 20) / slot;
-      if (n < 16)
-        n = 16;
+      if (n < 1)
+        n = 1;
       char *s = map_region(n * slot, PROT_READ | PROT_WRITE);
       if (s) {
         c->cur = s;
