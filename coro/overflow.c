@@ -107,6 +107,12 @@ static void on_segv(int sig, siginfo_t *si, void *uctx)
     previous.sa_handler(sig);
     errno = saved;
     return;
+  } else if (previous.sa_handler == SIG_IGN && si && si->si_code <= 0) {
+    /* Sent by kill(2) or raise(3) to a process that ignored SIGSEGV: it
+     * stays ignored. (A real fault cannot be ignored: the kernel kills
+     * with the default action, as below.) */
+    errno = saved;
+    return;
   }
   /* Default action: reinstall it and return; the faulting instruction runs
    * again and the kernel delivers the signal with the default action. A

@@ -604,3 +604,24 @@ Test(coro, a_sigsegv_sent_by_kill_still_kills, .timeout = 30)
   cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "the child %s",
             WIFEXITED(status) ? "survived" : "died of another signal");
 }
+
+/* The same with SIGSEGV ignored before weft installed its handler: the
+ * signal sent by kill(2) is ignored, as it was - the handler must pass it
+ * on to that disposition, not to the default action. */
+Test(coro, a_sigsegv_sent_by_kill_stays_ignored, .timeout = 30)
+{
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    signal(SIGSEGV, SIG_IGN);
+    if (weft__coro_thread_init() != 0)
+      _exit(3);
+    kill(getpid(), SIGSEGV);
+    _exit(0); /* kill(2) to oneself delivers before it returns */
+  }
+  int status;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child %s %d",
+            WIFEXITED(status) ? "exited with" : "died of signal",
+            WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+}
