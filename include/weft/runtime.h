@@ -54,7 +54,21 @@ typedef struct weft_config {
   int ncpus;                /* entries in cpus; 0 = no pinning */
   const char *thread_name;  /* thread names are "<thread_name>-<i>"; default "weft" */
   size_t stack_size;        /* default coroutine stack (virtual bytes), default 256 KiB,
-                               16 KiB .. 1 GiB */
+                               16 KiB .. 1 GiB, rounded up to whole pages; pages are
+                               committed as they are touched. Below each stack lies
+                               a 16 KiB guard (Linux >= 6.13: a guard region, for
+                               any number of tasks; older kernels: PROT_NONE pages
+                               for up to (vm.max_map_count - 8192) / 2 stacks at
+                               once, about 28,000 at the default 65530, then stacks
+                               without a guard whose lowest 64 bytes are checked at
+                               every switch, which finds an overflow only after it
+                               may have corrupted a neighbouring stack). A task that
+                               overflows its stack makes the process print "weft:
+                               stack overflow in coroutine <name or #id> (stack size
+                               N)" on stderr and abort(); a single frame of more
+                               than 16 KiB can jump the guard and corrupt memory
+                               unseen. How many tasks can exist is bounded by
+                               memory, not by the map table. */
   unsigned ring_entries;    /* SQ entries per shard ring, 1..32768, default 256 */
   unsigned cq_entries;      /* CQ entries, 0 = 8 x ring_entries, else
                                ring_entries .. 65536 */

@@ -53,7 +53,11 @@ struct weft_spawn_opts {
                            shard. Whatever the placement, -1 or a shard of the
                            runtime (else -EINVAL) */
   uint64_t key;         /* for STICKY */
-  size_t stack_size;    /* 0 = the runtime's default */
+  size_t stack_size;    /* 0 = the runtime's default; else rounded up to whole pages
+                           and to at least 16 KiB. Sizes above 1 GiB, or too small
+                           to hold the task's own record and a page of frames
+                           (below about 4.5 KiB), get -EINVAL. Overflow: see
+                           weft_config.stack_size */
   const char *name;     /* copied (up to 31 bytes); shown by weft_dump(); NULL = none */
 };
 

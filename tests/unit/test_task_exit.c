@@ -370,3 +370,36 @@ Test(runtime, stop_gives_the_free_stacks_back, .timeout = 30)
                "stacks still held: %lld", (long long)(c1.slab_live + c1.guarded_live -
                                                       c0.slab_live - c0.guarded_live));
 }
+
+/* ---- a spawn's stack size (weft/task.h) ------------------------------------------------------ */
+
+static void *report_stack_size(void *arg)
+{
+  (void)arg;
+  return (void *)(uintptr_t)weft__coro_self()->stack.size;
+}
+
+static void *spawn_small_stacks(void *arg)
+{
+  (void)arg;
+  weft_spawn_opts o;
+  weft_spawn_opts_init(&o);
+  weft_task *t;
+  void *ret = NULL;
+  o.stack_size = 1; /* cannot hold the task */
+  CO_EQ(weft_spawn(&t, &o, report_stack_size, NULL), -EINVAL);
+  o.stack_size = 8000; /* not a page multiple, under 16 KiB: made 16 KiB */
+  CO_EQ(weft_spawn(&t, &o, report_stack_size, NULL), 0);
+  CO_EQ(weft_join(t, &ret), 0);
+  /* Usable bytes: a slab slot's canary comes out of them. */
+  CO_CHECK((uintptr_t)ret >= (16u << 10) - WEFT__STACK_CANARY && (uintptr_t)ret <= 16u << 10);
+  o.stack_size = ((size_t)1 << 30) + 1;
+  CO_EQ(weft_spawn(&t, &o, report_stack_size, NULL), -EINVAL);
+  return NULL;
+}
+
+Test(runtime, spawn_stack_size_is_rounded_or_refused_as_documented, .timeout = 30)
+{
+  rt_run(1, spawn_small_stacks, NULL);
+  rt_assert_clean();
+}
