@@ -66,13 +66,14 @@ _Noreturn void weft__overflow_report(const weft__coro *co, const char *detail)
 
 /* A fault is ours when it hits the running coroutine's guard (a PROT_NONE
  * page or a guard region), or when the stack pointer itself has left its
- * stack (a frame bigger than the guard jumped over it). What the stray
- * frame then faults on is not ours to know: unmapped space below a stack of
- * its own mapping, or, below a slab slot, its neighbour's guard region -
- * the neighbour's stack itself does not fault, and is corrupted unseen. */
+ * stack (a frame bigger than the guard jumped over it, or a stack without
+ * a guard ran past its canary). What the stray frame then faults on is not
+ * ours to know: unmapped space below a stack of its own mapping or below a
+ * slab, or, below a slab slot, its neighbour's guard region - the
+ * neighbour's stack itself does not fault, and is corrupted unseen. */
 static bool is_overflow(const weft__coro *co, const siginfo_t *si, const void *uctx)
 {
-  if (!co || co->stack.guard == 0)
+  if (!co)
     return false;
   uintptr_t lo = (uintptr_t)co->stack.map, base = (uintptr_t)co->stack.base;
   uintptr_t addr = (uintptr_t)si->si_addr;

@@ -25,6 +25,11 @@
  *                             whose stack pointer lands in the guard of the
  *                             stack below its own (guard regions on: the
  *                             slot below in the same slab)
+ *   overflow_helper unguarded unbounded recursion in "no-guard-recursion" on
+ *                             the lowest slot of a slab without guard
+ *                             regions (guard regions and the guard budget
+ *                             turned off), with an inaccessible page just
+ *                             below the slab
  *   overflow_helper at-exit   the overflow of "late-recursion", run by a
  *                             thread-exit destructor of the program's that
  *                             runs after weft's own (which frees the
@@ -47,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #define STACK_SIZE ((size_t)64 << 10)
 
@@ -152,6 +158,31 @@ static int jump_mode(void)
   if (weft__coro_create(&co, &o) != 0 || co->stack.map != jump_below->stack.map +
                                                               jump_below->stack.map_len)
     return 3;
+  fprintf(stderr, "overflow_helper: slab stack, guard %zu\n", co->stack.guard);
+  weft__coro_resume(co);
+  fprintf(stderr, "overflow_helper: survived\n");
+  return 2;
+}
+
+/* ---- unguarded: the lowest slab slot overflows into what lies below ---- */
+
+static int unguarded_mode(void)
+{
+  weft__stack_set_guard_regions(0);
+  weft__stack_set_guard_budget(0);
+  weft__coro *co;
+  weft__coro_opts o = {.fn = overflow_fn, .stack_size = STACK_SIZE, .name = "no-guard-recursion"};
+  if (weft__coro_create(&co, &o) != 0 || co->stack.kind != WEFT__STACK_SLAB || co->stack.guard)
+    return 3;
+  /* The first slot of this process's first slab: below it lies whatever
+   * the process maps next - made an inaccessible page here, so the fault
+   * comes right below the slot, as unmapped space or a PROT_NONE page
+   * below a slab would make it. */
+  long ps = sysconf(_SC_PAGESIZE);
+  void *below = mmap(co->stack.map - ps, (size_t)ps, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  if (below != co->stack.map - ps)
+    return 77; /* something is mapped there already */
   fprintf(stderr, "overflow_helper: slab stack, guard %zu\n", co->stack.guard);
   weft__coro_resume(co);
   fprintf(stderr, "overflow_helper: survived\n");
@@ -280,6 +311,8 @@ int main(int argc, char **argv)
     return at_exit_mode();
   if (!strcmp(mode, "jump"))
     return jump_mode();
-  fprintf(stderr, "usage: overflow_helper named|mapped|anon|segv-in|segv-out|canary|no-keys|at-exit|jump\n");
+  if (!strcmp(mode, "unguarded"))
+    return unguarded_mode();
+  fprintf(stderr, "usage: overflow_helper named|mapped|anon|segv-in|segv-out|canary|no-keys|at-exit|jump|unguarded\n");
   return 3;
 }

@@ -173,6 +173,19 @@ Test(coro, frame_jumping_over_a_slab_guard_reported, .timeout = 30)
   expect_overflow_report(&d, "big-frame");
 }
 
+/* A slab slot without a guard (an old kernel past the guard budget) whose
+ * overflow faults before the next switch could check the canary - below
+ * the lowest slot of a slab there may be nothing mapped: the stack pointer
+ * has left the stack, so it is still reported as an overflow. */
+Test(coro, unguarded_slab_overflow_that_faults_reported, .timeout = 30)
+{
+  static struct death d;
+  run_helper("unguarded", &d);
+  if (d.exit_code == 77)
+    cr_skip_test("something is mapped right below the slab");
+  expect_overflow_report(&d, "no-guard-recursion");
+}
+
 /* A fault that is not an overflow must reach the previous disposition: the
  * default action (death by SIGSEGV), or under ASan its own SEGV report
  * (ASan's handler was installed first, so weft chains to it). Either way
