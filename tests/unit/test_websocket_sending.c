@@ -218,18 +218,28 @@ static void *raw_server_reads(void *arg)
   return NULL;
 }
 
+/* A pair whose client owes the server a pong: a big send holds the
+ * client's send lock (join the returned task to let it finish), and the
+ * client's receive took the server's ping "p1" and timed out waiting for a
+ * message, unable to answer it yet. */
+static weft_task *pair_owing_a_pong(int sv[2], weft_ws **srv, weft_ws **cli, struct big_send *b)
+{
+  ws_pair(sv, srv, cli);
+  weft_task *t = start_big_send(b, *cli);
+  CO_EQ(weft_ws_ping(*srv, "p1", 2, weft_now() + 5 * WEFT_SEC), 0);
+  char buf[16];
+  int type = 0;
+  CO_EQ(weft_ws_recv(*cli, buf, sizeof(buf), &type, weft_now() + 50 * WEFT_MSEC), -ETIMEDOUT);
+  return t;
+}
+
 static void *owed_pong_main(void *arg)
 {
   (void)arg;
   int sv[2];
   weft_ws *srv, *cli;
-  ws_pair(sv, &srv, &cli);
   struct big_send b;
-  weft_task *t = start_big_send(&b, cli); /* holds the client's send lock */
-  CO_EQ(weft_ws_ping(srv, "p1", 2, weft_now() + 5 * WEFT_SEC), 0);
-  char buf[16];
-  int type = 0;
-  CO_EQ(weft_ws_recv(cli, buf, sizeof(buf), &type, weft_now() + 50 * WEFT_MSEC), -ETIMEDOUT);
+  weft_task *t = pair_owing_a_pong(sv, &srv, &cli, &b);
   weft_task *r;
   CO_EQ(weft_spawn(&r, NULL, raw_server_reads, &sv[0]), 0);
   CO_EQ(weft_join(t, NULL), 0);
@@ -270,13 +280,8 @@ static void *cut_control_main(void *arg)
   (void)arg;
   int sv[2];
   weft_ws *srv, *cli;
-  ws_pair(sv, &srv, &cli);
   struct big_send b;
-  weft_task *t = start_big_send(&b, cli); /* holds the client's send lock */
-  CO_EQ(weft_ws_ping(srv, "p1", 2, weft_now() + 5 * WEFT_SEC), 0);
-  char buf[16];
-  int type = 0;
-  CO_EQ(weft_ws_recv(cli, buf, sizeof(buf), &type, weft_now() + 50 * WEFT_MSEC), -ETIMEDOUT);
+  weft_task *t = pair_owing_a_pong(sv, &srv, &cli, &b);
   weft_task *d;
   CO_EQ(weft_spawn(&d, NULL, drain_big, &sv[0]), 0);
   CO_EQ(weft_join(t, NULL), 0);
@@ -287,6 +292,8 @@ static void *cut_control_main(void *arg)
   raw_send(sv[0], head, sizeof(head));
   CO_EQ(weft_ws_close(cli, 1000, NULL, weft_now() + 50 * WEFT_MSEC), -ETIMEDOUT);
   raw_send(sv[0], rest, sizeof(rest));
+  char buf[16];
+  int type = 0;
   CO_EQ(weft_ws_recv(cli, buf, sizeof(buf), &type, weft_now() + 5 * WEFT_SEC), -EPIPE);
   CO_EQ(weft_ws_close(cli, 1000, NULL, weft_now() + 5 * WEFT_SEC), -EPIPE);
   free(b.buf);
