@@ -586,7 +586,9 @@ void weft__stack_release_deferred(void)
   sort_nodes(defer_v, defer_n);
   for (size_t i = 0; i < defer_n; i++) /* chained in address order */
     defer_v[i]->next = i + 1 < defer_n ? defer_v[i + 1] : NULL;
+  int saved = errno; /* release_chain's madvise and munmap set it on failure */
   release_chain(defer_n ? defer_v[0] : NULL);
+  errno = saved;
   free(defer_v);
   defer_v = NULL;
   defer_n = defer_cap = 0;
@@ -683,8 +685,10 @@ static void depot_release_all(void)
 
 void weft__stack_cache_drain(void)
 {
+  int saved = errno; /* the releases' madvise and munmap set it on failure */
   cache_release_all();
   depot_release_all();
+  errno = saved;
 }
 
 /* Pops a cached stack of size `request` (looking at the first few entries
