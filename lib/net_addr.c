@@ -291,7 +291,10 @@ int weft__net_connect_list(const struct addrinfo *ai, int64_t deadline)
   int r = -ENOENT;
   for (; ai; ai = ai->ai_next) {
     /* No socket for an address whose connect could not start: a cancelled
-     * task, or the deadline (the call's or its scope's) passed. */
+     * task, or the deadline (the call's or its scope's) passed - which also
+     * ends the tries after a connect that failed for either. (A kernel
+     * -ETIMEDOUT within our deadline - SYNs unanswered - is one address's
+     * failure: the next one is tried.) */
     int stop = weft__may_wait(t, weft__deadline_for(t, deadline));
     if (stop < 0)
       return stop;
@@ -304,11 +307,6 @@ int weft__net_connect_list(const struct addrinfo *ai, int64_t deadline)
         return fd;
       close_quiet(fd);
     }
-    /* A cancelled task gets nowhere, and the deadline is the whole call's.
-     * (A kernel -ETIMEDOUT without a deadline of ours - SYNs unanswered -
-     * is one address's failure: the next one is tried.) */
-    if (r == -ECANCELED || (r == -ETIMEDOUT && deadline >= 0 && weft__now() >= deadline))
-      break;
   }
   return r;
 }
