@@ -195,24 +195,34 @@ static size_t chunk(const copy *c, size_t max)
   return left < max ? left : max;
 }
 
-/* One write to fd_out. weft_write_dl waits for room in an O_NONBLOCK
- * descriptor, but weft_copy keeps the caller's O_NONBLOCK (-EAGAIN when it
- * has no room, as the splices say): write(2) such a descriptor directly -
- * it does not wait, not even on a shard's thread. */
-static ssize_t give(copy *c, const char *buf, size_t k)
+/* weft_read_dl and weft_write_dl wait for an O_NONBLOCK descriptor (in a
+ * coroutine and on a plain thread), but weft_copy keeps the caller's
+ * O_NONBLOCK - -EAGAIN when it has nothing or no room, as the splices say.
+ * So such a descriptor gets one read(2), pread(2) or write(2), which does
+ * not wait, not even on a shard's thread - after the cancel and deadline
+ * checks a waiting call would make. errno is left as it was. */
+static ssize_t direct(copy *c, bool write_op, void *buf, size_t n)
 {
-  if (!c->out_nb)
-    return weft_write_dl(c->out, buf, k, c->deadline);
   weft_task *t = weft__task_self();
-  int r = weft__may_wait(t, t ? weft__deadline_for(t, c->deadline) : c->deadline);
+  int r = weft__may_wait(t, weft__deadline_for(t, c->deadline));
   if (r < 0)
     return r;
   int saved = errno;
-  ssize_t w = write(c->out, buf, k);
-  if (w < 0)
-    w = -errno;
+  ssize_t k = write_op  ? write(c->out, buf, n)
+              : c->at_off ? pread(c->in, buf, n, (off_t)c->off)
+                          : read(c->in, buf, n);
+  if (k < 0)
+    k = -errno;
   errno = saved;
-  return w;
+  return k;
+}
+
+/* One write to fd_out. */
+static ssize_t give(copy *c, const char *buf, size_t k)
+{
+  if (c->out_nb)
+    return direct(c, true, (void *)buf, k);
+  return weft_write_dl(c->out, buf, k, c->deadline);
 }
 
 /* Writes buf[0, k) to fd_out, counting each piece in done. 0 or -errno. */
@@ -234,26 +244,13 @@ static int put(copy *c, const char *buf, size_t k)
   return 0;
 }
 
-/* Up to want bytes from fd_in. weft_read_dl waits for an O_NONBLOCK
- * descriptor to have data (in a coroutine and on a plain thread), but
- * weft_copy keeps the caller's O_NONBLOCK - -EAGAIN when it has nothing, as
- * the splices say - so such a descriptor is read(2) directly: it does not
- * wait, not even on a shard's thread. */
+/* Up to want bytes from fd_in. */
 static ssize_t take(copy *c, char *buf, size_t want)
 {
-  if (!c->in_nb)
-    return c->at_off ? weft_pread_dl(c->in, buf, want, (off_t)c->off, c->deadline)
-                     : weft_read_dl(c->in, buf, want, c->deadline);
-  weft_task *t = weft__task_self();
-  int r = weft__may_wait(t, t ? weft__deadline_for(t, c->deadline) : c->deadline);
-  if (r < 0)
-    return r;
-  int saved = errno;
-  ssize_t k = c->at_off ? pread(c->in, buf, want, (off_t)c->off) : read(c->in, buf, want);
-  if (k < 0)
-    k = -errno;
-  errno = saved;
-  return k;
+  if (c->in_nb)
+    return direct(c, false, buf, want);
+  return c->at_off ? weft_pread_dl(c->in, buf, want, (off_t)c->off, c->deadline)
+                   : weft_read_dl(c->in, buf, want, c->deadline);
 }
 
 /* read/write through a buffer; first empties the private pipe, if it holds
