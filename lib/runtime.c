@@ -292,7 +292,7 @@ static bool quiescent(weft_runtime *rt)
  * and the one that lets a shard leave. So a stop that waits in vain wakes
  * the shards again (weft__shard_notify sends nothing to a shard that is
  * awake or has a wake-up on its way). */
-static void renotify(weft_runtime *rt)
+static void notify_all(weft_runtime *rt)
 {
   for (int i = 0; i < rt->nshards; i++)
     weft__shard_notify(&rt->shards[i]);
@@ -311,7 +311,7 @@ static void join_shard(weft_runtime *rt, weft__shard *sh)
     }
     if (pthread_timedjoin_np(sh->thread, NULL, &until) != ETIMEDOUT)
       break;
-    renotify(rt);
+    notify_all(rt);
   }
   errno = saved;
 }
@@ -358,11 +358,10 @@ int weft_runtime_stop(weft_runtime *rt)
     if (quiescent(rt))
       break;
     if (weft__futex_wait(&rt->stop_woken, 0, weft__now() + 10 * WEFT_MSEC) == -ETIMEDOUT)
-      renotify(rt);
+      notify_all(rt);
   }
   atomic_store_explicit(&rt->exiting, true, memory_order_seq_cst);
-  for (int i = 0; i < rt->nshards; i++)
-    weft__shard_notify(&rt->shards[i]);
+  notify_all(rt);
   for (int i = 0; i < rt->nshards; i++)
     join_shard(rt, &rt->shards[i]);
   /* A plain thread may still be in the wake-up (or cancel) that let the
