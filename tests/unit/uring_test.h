@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Shared by the "uring" suite's files (test_uring.c, test_uring_edges.c). */
+/* Shared by the "uring" suite's files (test_uring.c, test_uring_multishot.c,
+ * test_uring_edges.c). */
 #ifndef WEFT_TEST_URING_TEST_H
 #define WEFT_TEST_URING_TEST_H
 
