@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Shared by the files of suite "msg" (test_msg.c, test_msg_outside.c,
- * test_msg_queue_limit.c): deadlines a given time from now, spawning on a
- * shard, and a shard's stats read from a coroutine.
+ * Shared by the files of suite "msg" (test_msg.c, test_msg_deadlines.c,
+ * test_msg_outside.c, test_msg_queue_limit.c, test_msg_refused.c):
+ * deadlines a given time from now, spawning on a shard, and a shard's
+ * stats read from a coroutine.
  */
 #ifndef WEFT_TESTS_MSG_TEST_H
 #define WEFT_TESTS_MSG_TEST_H
