@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Shared by the files of suite "steal" (test_steal_moves.c,
- * test_steal_knobs.c): which thread runs which shard, busy work, running a
+ * test_steal_knobs.c, test_steal_exact.c, test_steal_errno.c,
+ * test_steal_policy.c): which thread runs which shard, busy work, running a
  * 2-shard runtime with a config, stats snapshots, and the spreading
  * workload (SPREAD_TASKS stealable tasks queued on shard 0).
  *
@@ -99,7 +100,7 @@ static inline weft_task **task_array(int n)
   return t;
 }
 
-/* ---- the spreading workload (also run under the knobs in test_steal_knobs.c) ---- */
+/* ---- the spreading workload (also run by test_steal_knobs.c and test_steal_exact.c) ---- */
 
 #define SPREAD_TASKS 2000
 

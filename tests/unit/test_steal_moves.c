@@ -5,8 +5,9 @@
  * when a queue piles up, fixed placements (pinned, round robin, sticky)
  * never move, started tasks migrate across yields and see the shard of the
  * thread they really run on after every suspension (the TLS accessor at
- * -O2), and steal_started = false moves only unstarted tasks. The knobs,
- * validation, loss checks, shutdown and counters are in test_steal_knobs.c.
+ * -O2), and steal_started = false moves only unstarted tasks. The knobs
+ * and their validation are in test_steal_knobs.c; loss checks, shutdown
+ * and counters in test_steal_exact.c.
  */
 #include "steal_test.h"
 
