@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Shared by the files of suite "runtime" (test_runtime.c,
- * test_runtime_join.c): tasks whose result says where or with what they ran.
+ * Shared by the files of suites "runtime" and "runtime_life" (test_runtime.c,
+ * test_runtime_join.c, test_runtime_life.c, test_runtime_two.c): tasks whose
+ * result says where or with what they ran.
  */
 #ifndef WEFT_TESTS_RUNTIME_TEST_H
 #define WEFT_TESTS_RUNTIME_TEST_H
@@ -19,6 +20,12 @@ static inline void *ret_shard(void *arg)
 static inline void *ret_arg(void *arg)
 {
   return arg;
+}
+
+/* Returns 3 * arg + 1 (arg an integer in a pointer). */
+static inline void *times3(void *arg)
+{
+  return (void *)((intptr_t)arg * 3 + 1);
 }
 
 #endif

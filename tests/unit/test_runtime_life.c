@@ -1,29 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Suite "runtime_life": the runtime as a whole - many tasks, plain-thread
- * submitters, refused wake-ups (the eventfd fallback, its poll armed again
- * when it ends; between two runtimes), two runtimes at once, shutdown with
- * blocked tasks, ring flag fallback and start-up failures, stats and dump,
- * yield and the plain-thread side of the task API. (Suite "runtime" has weft_run, configuration,
- * placement, spawn errors and join / detach / cancel.) Checks inside
- * coroutines go through CO_CHECK / CO_EQ (see rt_helpers.h).
+ * submitters, shutdown with blocked tasks, ring flag fallback and start-up
+ * failures, stats and dump, yield and the plain-thread side of the task
+ * API. Two runtimes at once and refused wake-ups are in test_runtime_two.c.
+ * (Suite "runtime" has weft_run, configuration, placement, spawn errors and
+ * join / detach / cancel.) Checks inside coroutines go through CO_CHECK /
+ * CO_EQ (see rt_helpers.h).
  */
 #include "rt_internal.h"
+#include "runtime_test.h"
 
 #include "core.h"
 #include "fault.h"
 #include "stack.h"
-#include "weft/uring.h"
 
 #include <dirent.h>
 #include <sched.h>
 #include <unistd.h>
-
-static void *ret_shard(void *arg)
-{
-  (void)arg;
-  return (void *)(intptr_t)weft_shard_id();
-}
 
 static atomic_int ran;
 
@@ -42,11 +36,6 @@ static void *wait_event_ret(void *arg)
 
 
 /* ---- volume ------------------------------------------------------------------------ */
-
-static void *times3(void *arg)
-{
-  return (void *)((intptr_t)arg * 3 + 1);
-}
 
 static void *many_main(void *arg)
 {
@@ -161,249 +150,6 @@ Test(runtime, stats_count_external_submits_in_the_sum_only, .timeout = 20)
                (unsigned long long)s1.spawned);
   cr_assert_eq(all.live, 0);
   rt_stop_idle(rt);
-}
-
-/* ---- two runtimes ------------------------------------------------------------------ */
-
-struct two {
-  weft_runtime *b;
-  weft_event *ev;
-  int wait_result;
-};
-
-static void *b_waiter(void *arg)
-{
-  struct two *w = arg;
-  w->wait_result = weft_event_wait(w->ev);
-  return (void *)(intptr_t)(100 + weft_shard_id());
-}
-
-static void *a_worker(void *arg)
-{
-  struct two *w = arg;
-  int64_t sum = 0;
-  for (int i = 0; i < 100; i++) { /* its own work */
-    weft_task *t;
-    CO_EQ(rt_spawn(&t, WEFT_PLACE_ROUND_ROBIN, -1, times3, (void *)(intptr_t)i), 0);
-    sum += rt_join_int(t);
-  }
-  CO_EQ(sum, 3 * 4950 + 100);
-  /* A task submitted to B from here, joined here. */
-  weft_spawn_opts o;
-  weft_spawn_opts_init(&o);
-  o.placement = WEFT_PLACE_PINNED;
-  o.shard = 1;
-  weft_task *t;
-  CO_EQ(weft_runtime_submit(w->b, &o, ret_shard, NULL, &t), 0);
-  CO_EQ(rt_join_int(t), 1);
-  CO_CHECK(weft_runtime_current() != w->b);
-  /* B's waiter is blocked (B's only task now): the set wakes it across runtimes. */
-  CO_CHECK(RT_POLL(rt_dump_count(w->b, " waiting") == 1));
-  CO_EQ(weft_event_set(w->ev), 0);
-  return (void *)(intptr_t)weft_runtime_shards(NULL);
-}
-
-Test(runtime, two_runtimes_wake_each_other, .timeout = 20)
-{
-  weft_runtime *a = rt_start(1);
-  weft_runtime *b = rt_start(2);
-  struct two w = {.b = b, .wait_result = 1};
-  cr_assert_eq(weft_event_create(&w.ev, 0), 0);
-  weft_spawn_opts o;
-  weft_spawn_opts_init(&o);
-  o.placement = WEFT_PLACE_PINNED;
-  o.shard = 1;
-  weft_task *tb, *ta;
-  cr_assert_eq(weft_runtime_submit(b, &o, b_waiter, &w, &tb), 0);
-  cr_assert_eq(weft_runtime_submit(a, NULL, a_worker, &w, &ta), 0);
-  void *va = NULL, *vb = NULL;
-  cr_assert_eq(weft_join(ta, &va), 0);
-  cr_assert_eq(weft_join(tb, &vb), 0);
-  rt_assert_clean();
-  cr_assert_eq((intptr_t)va, 1);
-  cr_assert_eq((intptr_t)vb, 101);
-  cr_assert_eq(w.wait_result, 0);
-  rt_stop_idle(a);
-  rt_stop_idle(b);
-  weft_event_destroy(w.ev);
-  rt_assert_no_leaks();
-}
-
-static atomic_bool set_go;
-
-/* Keeps A's shard awake (yielding) until told, then sets the event: the
- * only message the fault can hit is then the wake-up sent to B. */
-static void *set_event_when_told(void *arg)
-{
-  while (!atomic_load(&set_go))
-    weft_yield();
-  CO_EQ(weft_event_set(arg), 0);
-  return NULL;
-}
-
-/* A coroutine of A wakes a task of B whose shard sleeps, and the kernel
- * refuses the wake-up message: B's shard must not be left marked as
- * "a wake-up is on its way" - the next wake-up (here a plain thread's
- * submit) is sent and B runs both tasks. */
-Test(runtime, refused_wake_to_other_runtime_lets_the_next_one_through, .timeout = 20)
-{
-  weft_runtime *a = rt_start(1);
-  weft_config c;
-  rt_cfg(&c, 1);
-  c.spin_ns = 0; /* an idle shard sleeps in the kernel at once */
-  weft_runtime *b = rt_start_cfg(&c);
-  struct two w = {.b = b, .wait_result = 1};
-  cr_assert_eq(weft_event_create(&w.ev, 0), 0);
-  weft_task *tb, *ta, *tn;
-  cr_assert_eq(weft_runtime_submit(b, NULL, b_waiter, &w, &tb), 0);
-  cr_assert_eq(weft_runtime_submit(a, NULL, set_event_when_told, w.ev, &ta), 0);
-  cr_assert(rt_wait_parked(b, 0), "B's shard never slept");
-  weft__fault_arm(WEFT__FAULT_POST, 1);
-  atomic_store(&set_go, true);
-  cr_assert_eq(weft_join(ta, NULL), 0);
-  cr_assert_eq(atomic_load(&weft__fault_countdown[WEFT__FAULT_POST]), 0,
-               "the wake-up did not go through the synchronous post");
-  cr_assert_eq(weft_runtime_submit(b, NULL, ret_shard, NULL, &tn), 0);
-  void *vb = NULL;
-  cr_assert_eq(weft_join(tb, &vb), 0);
-  cr_assert_eq((intptr_t)vb, 100);
-  cr_assert_eq(w.wait_result, 0);
-  cr_assert_eq(weft_join(tn, NULL), 0);
-  rt_stop_idle(a);
-  rt_stop_idle(b);
-  weft_event_destroy(w.ev);
-  rt_assert_clean();
-  rt_assert_no_leaks();
-}
-
-/* A plain thread submits to a sleeping shard and the kernel refuses the
- * wake-up message: the shard is woken through its eventfd and runs the
- * task, rather than sleeping on with it queued. */
-Test(runtime, refused_wake_falls_back_to_the_eventfd, .timeout = 20)
-{
-  weft_config c;
-  rt_cfg(&c, 2);
-  c.spin_ns = 0;
-  c.steal = false; /* shard 1 must run it: nobody else takes it */
-  weft_runtime *rt = rt_start_cfg(&c);
-  cr_assert(rt_wait_parked(rt, 1), "shard 1 never slept");
-  weft__fault_arm(WEFT__FAULT_POST, 1);
-  weft_task *t = rt_submit_on(rt, 1, ret_shard, NULL);
-  cr_assert_eq(atomic_load(&weft__fault_countdown[WEFT__FAULT_POST]), 0,
-               "no wake-up message was refused");
-  void *v = NULL;
-  cr_assert_eq(weft_join(t, &v), 0);
-  cr_assert_eq((intptr_t)v, 1);
-  /* Both ways refused: the task waits, queued, and the shard is not left
-   * marked as being woken - the next submit wakes it for both. */
-  cr_assert(rt_wait_parked(rt, 1), "shard 1 never slept again");
-  weft__fault_arm(WEFT__FAULT_POST, 1);
-  weft__fault_arm(WEFT__FAULT_WAKE_FD, 1);
-  weft_task *t2 = rt_submit_on(rt, 1, ret_shard, NULL);
-  cr_assert_eq(atomic_load(&weft__fault_countdown[WEFT__FAULT_WAKE_FD]), 0);
-  cr_assert_eq(weft_join(rt_submit_on(rt, 1, ret_shard, NULL), &v), 0);
-  cr_assert_eq(weft_join(t2, &v), 0);
-  cr_assert_eq((intptr_t)v, 1);
-  rt_stop_idle(rt);
-  rt_assert_clean();
-  rt_assert_no_leaks();
-}
-
-/* Ends the shard's eventfd poll the way the kernel may (a CQE without
- * IORING_CQE_F_MORE): cancelled through the io_uring extension API. */
-static void *cancel_wake_poll(void *arg)
-{
-  (void)arg;
-  struct io_uring_sqe *sqe = weft_uring_sqe();
-  CO_CHECK(sqe != NULL);
-  if (!sqe)
-    return NULL;
-  io_uring_prep_cancel64(sqe, WEFT__UD_WAKE_FD, 0);
-  CO_EQ(weft_uring_wait(&sqe, 1, NULL, weft_now() + 5 * WEFT_SEC), 0);
-  return NULL;
-}
-
-/* Once the kernel has ended the poll, the shard arms it again: the
- * eventfd still stands in for a refused wake-up afterwards. */
-Test(runtime, eventfd_poll_is_armed_again_when_it_ends, .timeout = 20)
-{
-  weft_config c;
-  rt_cfg(&c, 2);
-  c.spin_ns = 0;
-  c.steal = false;
-  weft_runtime *rt = rt_start_cfg(&c);
-  cr_assert_eq(weft_join(rt_submit_on(rt, 1, cancel_wake_poll, NULL), NULL), 0);
-  rt_assert_clean();
-  cr_assert(rt_wait_parked(rt, 1), "shard 1 never slept");
-  weft__fault_arm(WEFT__FAULT_POST, 1);
-  weft_task *t = rt_submit_on(rt, 1, ret_shard, NULL);
-  cr_assert_eq(atomic_load(&weft__fault_countdown[WEFT__FAULT_POST]), 0);
-  void *v = NULL;
-  cr_assert_eq(weft_join(t, &v), 0);
-  cr_assert_eq((intptr_t)v, 1);
-  rt_stop_idle(rt);
-  rt_assert_clean();
-  rt_assert_no_leaks();
-}
-
-static void *submit_to_b(void *arg)
-{
-  struct two *w = arg;
-  for (int i = 0; i < 10; i++) {
-    weft_task *t;
-    CO_EQ(weft_runtime_submit(w->b, NULL, ret_shard, NULL, &t), 0);
-    rt_join_int(t);
-  }
-  return NULL;
-}
-
-Test(runtime, stats_submit_from_other_runtime_counts_on_target, .timeout = 20)
-{
-  weft_runtime *a = rt_start(1);
-  weft_runtime *b = rt_start(2);
-  struct two w = {.b = b};
-  weft_task *t;
-  cr_assert_eq(weft_runtime_submit(a, NULL, submit_to_b, &w, &t), 0);
-  cr_assert_eq(weft_join(t, NULL), 0);
-  rt_assert_clean();
-  weft_stats sa, sb, sa0;
-  cr_assert_eq(weft_stats_get(a, -1, &sa), 0);
-  cr_assert_eq(weft_stats_get(a, 0, &sa0), 0);
-  cr_assert_eq(weft_stats_get(b, -1, &sb), 0);
-  /* B: the 10 tasks A's coroutine submitted; A: only its own task, which a
-   * plain thread submitted (so none counts on A's shard). */
-  cr_assert_eq(sb.finished, 10);
-  cr_assert_eq(sb.spawned, 10, "runtime B reports %llu spawned, %llu finished",
-               (unsigned long long)sb.spawned, (unsigned long long)sb.finished);
-  cr_assert_eq(sa.spawned, 1, "runtime A reports %llu spawned", (unsigned long long)sa.spawned);
-  cr_assert_eq(sa.finished, 1);
-  cr_assert_eq(sa0.spawned, 0);
-  rt_stop_idle(a);
-  rt_stop_idle(b);
-}
-
-static void *stop_other(void *arg)
-{
-  /* B's shards asleep in the kernel first: the stop must wake them. */
-  weft_runtime *b = arg;
-  for (int i = 0; i < 2; i++)
-    CO_CHECK(RT_POLL(atomic_load(&b->shards[i].parked)));
-  return (void *)(intptr_t)weft_runtime_stop(b);
-}
-
-Test(runtime, stop_from_coroutine_of_other_runtime, .timeout = 15)
-{
-  /* weft_runtime_stop: "Must be called from a thread that is not one of rt's
-   * shards" - a coroutine of another runtime qualifies. */
-  weft_runtime *a = rt_start(1);
-  weft_runtime *b = rt_start(2);
-  weft_task *t;
-  cr_assert_eq(weft_runtime_submit(a, NULL, stop_other, b, &t), 0);
-  void *v = (void *)-1;
-  cr_assert_eq(weft_join(t, &v), 0);
-  cr_assert_eq((intptr_t)v, 0);
-  rt_assert_clean();
-  rt_stop_idle(a);
 }
 
 /* ---- stopping ---------------------------------------------------------------------- */
