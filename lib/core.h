@@ -342,6 +342,10 @@ extern void (*weft__test_claim_pause)(void);
  * held, before it waits for the waker to let go (weft__waitq_settle). */
 extern void (*weft__test_publish_pause)(void);
 extern void (*weft__test_settle_pause)(void);
+/* Tests only: called (if set) by a mutex locker that found the mutex held
+ * and is about to spin on it (lib/mutex.c), so that the holder can let go
+ * during the spin. */
+extern void (*weft__test_spin_pause)(void);
 /* Tests only: called (if set) by a boundary caller between queuing its
  * request and waiting for the outcome (weft_boundary_call). */
 extern void (*weft__test_call_queued_pause)(void);

@@ -28,7 +28,9 @@
  * shards turns into a convoy: every unlock hands the mutex to a waiter that
  * is still asleep, the unlocker's next lock queues behind it, and each lock
  * costs a cross-shard wake-up. With it, the relocker waits the moment the
- * woken owner needs, takes the mutex free, and the hand-overs stop.
+ * woken owner needs, takes the mutex free, and the hand-overs stop. The
+ * spin is a wait like the queued one: a cancel or a passed deadline ends it
+ * with the same result, even if the mutex becomes free during it.
  *
  * An unlock whose waiters had all given up frees the mutex under q.lock: a
  * locker that takes it lock-free then waits for that unlock to let go of
@@ -114,30 +116,46 @@ static int taken(weft__mutex *m)
  * few cross-shard wake-ups' worth. */
 #define SPIN_NS (4 * WEFT_USEC)
 
-/* Spins until the mutex is free and takes it (true), or gives up (false)
- * when a waiter is queued, the owner is the caller, the shard has other
- * work, the deadline or SPIN_NS passes. */
-static bool spin_take(weft__mutex *m, uintptr_t self, int64_t deadline)
+/* Spins until the mutex is free and takes it (1), or gives up: 0 (queue
+ * instead) when a waiter is queued, the owner is the caller, the shard has
+ * other work or SPIN_NS passes; -ECANCELED / -ETIMEDOUT when the task is
+ * cancelled or the deadline - its own or the task's scope's - passes with
+ * the mutex still held. The spin is a wait for somebody else's unlock, so
+ * these end it as they end a queued wait (weft__waiter_wait): a cancelled
+ * task must not come out of a lock that had to wait holding the mutex. Only
+ * the first look, which has not waited yet, takes a free mutex whatever
+ * the cancel. An uncancellable locker (weft__mutex_relock) has neither. */
+static int spin_take(weft__mutex *m, uintptr_t self, int64_t deadline, bool uncancellable)
 {
   weft_task *t = weft__task_self();
+  bool cancellable = t && !uncancellable;
+  if (cancellable && t->deadline >= 0 && (deadline < 0 || t->deadline < deadline))
+    deadline = t->deadline;
   int64_t until = -1;
   for (unsigned i = 0;; i++) {
     uintptr_t s = atomic_load_explicit(&m->state, memory_order_relaxed);
     if ((s & WEFT__MUTEX_WAITERS) || s == self)
-      return false;
+      return 0;
+    if (cancellable && (i > 0 || s != 0) &&
+        atomic_load_explicit(&t->cancelled, memory_order_relaxed))
+      return -ECANCELED;
     if (s == 0) {
       if (atomic_compare_exchange_weak_explicit(&m->state, &s, self, memory_order_acquire,
                                                 memory_order_relaxed))
-        return true;
+        return 1;
       continue;
     }
     if (i % 32 == 0) {
       int64_t now = weft__now();
       if (until < 0)
         until = deadline >= 0 && deadline - now < SPIN_NS ? deadline : now + SPIN_NS;
-      if (now >= until || (t && !weft__shard_idle_otherwise(t->shard)))
-        return false;
+      if (now >= until)
+        return until == deadline ? -ETIMEDOUT : 0;
+      if (t && !weft__shard_idle_otherwise(t->shard))
+        return 0;
     }
+    if (i == 0 && weft__test_spin_pause)
+      weft__test_spin_pause();
     weft__cpu_relax();
   }
 }
@@ -194,9 +212,12 @@ int weft_mutex_lock_dl(weft_mutex *pm, int64_t deadline)
     return -EINVAL;
   weft__mutex *m = SYNC_VIEW(weft__mutex, pm);
   uintptr_t self = weft__sync_self();
-  if (try_fast(m, self) || spin_take(m, self, deadline))
+  if (try_fast(m, self))
     return taken(m);
-  return lock_slow(m, self, deadline, false);
+  int r = spin_take(m, self, deadline, false);
+  if (r > 0)
+    return taken(m);
+  return r < 0 ? r : lock_slow(m, self, deadline, false);
 }
 
 int weft_mutex_lock(weft_mutex *m)
@@ -215,7 +236,7 @@ int weft_mutex_trylock(weft_mutex *pm)
 void weft__mutex_relock(weft_mutex *pm, uintptr_t self)
 {
   weft__mutex *m = SYNC_VIEW(weft__mutex, pm);
-  if (try_fast(m, self) || spin_take(m, self, WEFT_NO_DEADLINE))
+  if (try_fast(m, self) || spin_take(m, self, WEFT_NO_DEADLINE, true) > 0)
     (void)taken(m);
   else
     (void)lock_slow(m, self, WEFT_NO_DEADLINE, true); /* cannot fail: see the callers */
@@ -263,3 +284,5 @@ int weft_mutex_unlock(weft_mutex *pm)
   unlock_slow(m);
   return 0;
 }
+
+void (*weft__test_spin_pause)(void);

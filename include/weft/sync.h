@@ -124,7 +124,8 @@ WEFT_API int weft_mutex_init(weft_mutex *m);
 WEFT_API int weft_mutex_destroy(weft_mutex *m);
 
 /* Locks m, waiting as long as it takes. Returns 0 (the caller holds m), or
- * -ECANCELED (the calling task was cancelled while it waited), -EDEADLK (the
+ * -ECANCELED (the calling task was cancelled - before the call or while it
+ * waited - and m was held by someone else), -EDEADLK (the
  * caller holds m already), -EINVAL. On any error the caller does not hold m. */
 WEFT_API int weft_mutex_lock(weft_mutex *m);
 

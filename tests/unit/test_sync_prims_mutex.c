@@ -385,6 +385,79 @@ Test(sync_prims, lock_taken_from_an_unlock_with_only_stale_waiters_returns_after
   finish(rt);
 }
 
+/* ---- mutex: the spin of a locker is a wait too ------------------------------------------
+ * A locker that finds the mutex held spins a few microseconds before it
+ * queues. That spin is waiting for somebody else's unlock, so a cancel (made
+ * before the lock or during the spin) and a deadline scope that has passed
+ * end it as they end a queued wait, even when the holder lets go of the
+ * mutex during the spin: this thread holds m and lets go of it while the
+ * locker is held at the start of its spin (weft__test_spin_pause). */
+enum spin_mode { SPIN_CANCEL_BEFORE, SPIN_CANCEL_DURING, SPIN_SCOPE_PASSED, SPIN_DL_PASSED, SPIN_MODES };
+
+struct spin_case {
+  weft_mutex m;
+  enum spin_mode mode;
+  atomic_bool in_spin;   /* the locker is held in its spin */
+  atomic_bool released;  /* this thread has unlocked m */
+  atomic_bool returned;  /* the locker's lock returned */
+};
+
+static struct spin_case *spin_cur;
+
+static void spin_hold(void)
+{
+  struct spin_case *sc = spin_cur;
+  if (!sc || atomic_exchange(&sc->in_spin, true))
+    return;
+  if (sc->mode == SPIN_CANCEL_DURING)
+    CO_EQ(weft_cancel(weft_task_self()), 0);
+  while (!atomic_load(&sc->released))
+    usleep(100);
+}
+
+static void *spin_locker(void *arg)
+{
+  struct spin_case *sc = arg;
+  int64_t saved = WEFT_NO_DEADLINE;
+  if (sc->mode == SPIN_CANCEL_BEFORE)
+    CO_EQ(weft_cancel(weft_task_self()), 0);
+  if (sc->mode == SPIN_SCOPE_PASSED)
+    saved = weft_deadline_push(weft_now() - 1);
+  int r = sc->mode == SPIN_DL_PASSED ? weft_mutex_lock_dl(&sc->m, weft_now() - 1)
+                                     : weft_mutex_lock(&sc->m);
+  if (sc->mode == SPIN_SCOPE_PASSED)
+    weft_deadline_pop(saved);
+  atomic_store(&sc->returned, true);
+  if (r == 0)
+    CO_EQ(weft_mutex_unlock(&sc->m), 0);
+  return (void *)(intptr_t)r;
+}
+
+Test(sync_prims, mutex_spin_ends_on_cancel_and_passed_deadline, .timeout = 30)
+{
+  static const int want[SPIN_MODES] = {-ECANCELED, -ECANCELED, -ETIMEDOUT, -ETIMEDOUT};
+  weft_runtime *rt = rt_start(1);
+  weft__test_spin_pause = spin_hold;
+  for (int mode = 0; mode < SPIN_MODES; mode++) {
+    struct spin_case sc = {.m = WEFT_MUTEX_INIT, .mode = mode};
+    cr_assert_eq(weft_mutex_lock(&sc.m), 0); /* this thread holds it */
+    spin_cur = &sc;
+    weft_task *t = submit_on(rt, WEFT_PLACE_PINNED, 0, spin_locker, &sc);
+    cr_assert(RT_POLL(atomic_load(&sc.in_spin) || atomic_load(&sc.returned)));
+    cr_assert_eq(weft_mutex_unlock(&sc.m), 0);
+    atomic_store(&sc.released, true);
+    void *v = NULL;
+    int j = weft_join(t, &v);
+    spin_cur = NULL;
+    cr_expect_eq((int)(intptr_t)v, want[mode], "mode %d: lock returned %d (spun: %d)", mode,
+                 (int)(intptr_t)v, (int)atomic_load(&sc.in_spin));
+    cr_expect_eq(j, mode <= SPIN_CANCEL_DURING ? -ECANCELED : 0, "mode %d: join %d", mode, j);
+    cr_assert_eq(weft_mutex_destroy(&sc.m), 0);
+  }
+  weft__test_spin_pause = NULL;
+  finish(rt);
+}
+
 /* ---- cancellation of every kind of wait ------------------------------------------------- */
 
 enum wait_kind { W_LOCK, W_LOCK_DL, W_COND, W_SEM, W_SEM_DL, W_WG, W_ONCE, W_KINDS };
