@@ -33,7 +33,11 @@ typedef struct weft_group weft_group;
 WEFT_API int weft_group_create(weft_group **g);
 
 /* weft_spawn() into the group (no handle: the group keeps it). Same errors,
- * plus -ECANCELED once the group has been cancelled. */
+ * plus -ECANCELED once the group has been cancelled. A spawn made while
+ * weft_group_cancel() runs may return 0 instead: the task counts as a
+ * member the cancel reached before it started, so it never runs (like any
+ * member cancelled before it started: fn does not get to free arg), and
+ * weft_group_wait() counts it as a cancelled member. */
 WEFT_API int weft_group_spawn(weft_group *g, const weft_spawn_opts *o, void *(*fn)(void *),
                               void *arg);
 

@@ -68,7 +68,11 @@ WEFT_API void weft_spawn_opts_init(weft_spawn_opts *o);
  * is NULL the task is detached from the start. Returns 0, or: -EPERM when not
  * called from a coroutine, -EINVAL for a NULL fn, a bad placement, a shard
  * that does not exist or a bad stack size, -ENOMEM when no stack can be had,
- * -ECANCELED once the runtime is stopping. On failure nothing was spawned. */
+ * -ECANCELED once the runtime is stopping. On failure nothing was spawned.
+ * A spawn made while the stop begins may return 0 instead: its task counts
+ * as one the stop found and cancelled, so, not started, it never runs (like
+ * any task cancelled before it started) - whatever fn was to do with arg
+ * (free it, close it) is not done. */
 WEFT_API int weft_spawn(weft_task **t, const weft_spawn_opts *o, void *(*fn)(void *), void *arg);
 
 /* Waits until t has returned, stores its result in *ret (if ret is not NULL)
