@@ -85,9 +85,13 @@ WEFT_API int weft_spawn(weft_task **t, const weft_spawn_opts *o, void *(*fn)(voi
  * join still waits for t to return (t may be using memory the joiner lent it),
  * then returns -ECANCELED. A join that has nothing to wait for (t has
  * returned already) gives t's own outcome, 0 or -ECANCELED, even in a
- * cancelled task. So after 0 or -ECANCELED, t is over and the handle
- * is gone. Inside a deadline scope (weft_deadline_push) the join can end with
- * -ETIMEDOUT or -ENOMEM as weft_join_dl does (the handle still the caller's). */
+ * cancelled task. t counts as returned once its shard has recorded it, just
+ * after its body returns: a cancelled joiner that comes in between (it may
+ * have seen the body's last stores) still has to wait, so it gets
+ * -ECANCELED - with t's result stored in *ret all the same. So after 0 or
+ * -ECANCELED, t is over and the handle is gone. Inside a deadline scope
+ * (weft_deadline_push) the join can end with -ETIMEDOUT or -ENOMEM as
+ * weft_join_dl does (the handle still the caller's). */
 WEFT_API int weft_join(weft_task *t, void **ret);
 
 /* weft_join() with an absolute deadline: -ETIMEDOUT when it passes, and
