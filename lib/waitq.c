@@ -76,6 +76,13 @@ static void unqueue(weft__waiter *w)
   weft__spin_unlock(&q->lock);
 }
 
+/* The thread may see DONE before the wake (a futex wait that returned for
+ * another reason) and leave with w's frame: the wake then lands on whatever
+ * waits at that address later. A private futex wake only uses the address,
+ * so the frame being gone is harmless; and every futex waiter takes wake-ups
+ * as hints - a later weft waiter of the same thread at the same address
+ * re-reads its own state (wait_thread) and sleeps again, it never takes the
+ * stale wake for its result. */
 void weft__waiter_complete_thread(weft__waiter *w)
 {
   atomic_store_explicit(&w->state, WEFT__W_DONE, memory_order_release);
