@@ -476,8 +476,24 @@ ssize_t weft_writer_write_frame(weft_writer *w, const void *buf, size_t n)
     return -EMSGSIZE;
   if (w->err)
     return w->err;
+  if (n > SSIZE_MAX)
+    return -EINVAL; /* the result could not say n (32-bit): write nothing */
   unsigned char hdr[4];
   weft__put_be32(hdr, (uint32_t)n);
+  if (n > w->size) {
+    /* A body larger than the buffer goes out now, in one writev with what
+     * is pending and the header (bufio.h): going through weft_writer_write
+     * twice would copy part of it in, write the buffer, and leave the
+     * body's tail behind until a flush. */
+    struct iovec iov[3] = {{.iov_base = w->buf, .iov_len = w->len},
+                           {.iov_base = hdr, .iov_len = sizeof(hdr)},
+                           {.iov_base = (void *)buf, .iov_len = n}};
+    int e = weft__bufio_writev_all(w->fd, iov, 3, NULL, w->deadline);
+    if (e < 0)
+      return broken(w, e);
+    w->len = 0;
+    return (ssize_t)n;
+  }
   ssize_t r = weft_writer_write(w, hdr, sizeof(hdr));
   if (r >= 0 && n > 0)
     r = weft_writer_write(w, buf, n);

@@ -4,7 +4,8 @@
  * across short writes into a slowly drained pipe, a broken pipe: sticky
  * -EPIPE and no SIGPIPE death in a coroutine, SIGPIPE pending on a plain
  * thread, deadlines) and frames (round trips of random sizes over fds and
- * over readers/writers, -EMSGSIZE, truncated and clean ends).
+ * over readers/writers, a frame larger than the writer's buffer going out
+ * at once, -EMSGSIZE, truncated and clean ends).
  */
 #include "bufio_test.h"
 
@@ -420,6 +421,47 @@ static void *frame_errors_body(void *arg)
 Test(bufio, frame_errors_truncated_too_long_and_arguments, .timeout = 30)
 {
   run_both(frame_errors_body, NULL);
+  finish();
+}
+
+/* A writer's frame whose body is larger than the writer's buffer goes out
+ * at once, with what was pending, header and body in order: nothing of it
+ * stays behind in the buffer for a flush that a caller has no reason to
+ * make yet. */
+static void *big_frame_body(void *arg)
+{
+  (void)arg;
+  int p[2];
+  CO_EQ(pipe2(p, O_CLOEXEC), 0);
+  weft_writer *w;
+  CO_EQ(weft_writer_create(&w, p[1], 16), 0);
+  unsigned char body[20], got[64], want[64];
+  fill_pat(body, sizeof(body), 0);
+  for (size_t pending = 0; pending <= 15; pending += 3) {
+    size_t wl = 0;
+    if (pending) {
+      CO_EQ(weft_writer_write(w, "abcdefghijklmnop", pending), (ssize_t)pending);
+      memcpy(want, "abcdefghijklmnop", pending);
+      wl = pending;
+    }
+    CO_EQ(weft_writer_write_frame(w, body, sizeof(body)), (ssize_t)sizeof(body));
+    CO_EQ(weft_writer_buffered(w), 0);
+    static const unsigned char hdr[4] = {0, 0, 0, 20};
+    memcpy(want + wl, hdr, 4);
+    memcpy(want + wl + 4, body, sizeof(body));
+    wl += 4 + sizeof(body);
+    /* All of it is in the pipe already (no flush). */
+    CO_EQ(read(p[0], got, sizeof(got)), (ssize_t)wl);
+    CO_CHECK(memcmp(got, want, wl) == 0);
+  }
+  weft_writer_destroy(w);
+  close2(p);
+  return NULL;
+}
+
+Test(bufio, writer_frame_larger_than_buffer_goes_out_at_once, .timeout = 30)
+{
+  run_both(big_frame_body, NULL);
   finish();
 }
 
