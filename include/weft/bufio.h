@@ -141,7 +141,13 @@ WEFT_API ssize_t weft_frame_write_dl(int fd, const void *buf, size_t n, int64_t 
  * or -EMSGSIZE if the frame is longer than max or than cap (the stream is
  * then out of step: close it). max 0 = WEFT_FRAME_MAX_DEFAULT. *clean_eof is
  * 0 after every other result. A bare descriptor cannot be read ahead, so
- * this is two reads (header, body); the reader variant reads in bulk. */
+ * this is two reads (header, body); the reader variant reads in bulk.
+ * What was read is gone after an error too: a deadline or cancel (or read
+ * error) that ends the call once part of the frame has arrived leaves the
+ * stream out of step - a retry would take the middle of that frame for a
+ * header - and -ETIMEDOUT does not tell whether anything had arrived. An
+ * idle timeout that is to be retried needs weft_reader_read_frame, which
+ * consumes nothing then (while the frame fits its buffer). */
 WEFT_API ssize_t weft_frame_read(int fd, void *buf, size_t cap, uint32_t max, int *clean_eof);
 WEFT_API ssize_t weft_frame_read_dl(int fd, void *buf, size_t cap, uint32_t max, int *clean_eof,
                                     int64_t deadline);
