@@ -114,8 +114,11 @@ WEFT_API int weft_recv_stream_close(weft_recv_stream *s);
 
 /* 1 if s runs on a multishot receive with a provided-buffer ring, 0 if on
  * plain receives (kernel without them, or no room for another buffer ring),
- * -EINVAL for NULL. A stream may move from 1 to 0 once, at its first
- * next(), when the kernel turns the multishot receive down. */
+ * -EINVAL for NULL. A stream may move from 1 to 0 once, when the kernel
+ * turns the multishot receive down: the kernel answers the stream's first
+ * receive, and the move happens inside the first next() that finds that
+ * answer - the first next() that waits, or a later one if earlier calls
+ * returned before it came (a deadline already past, say). */
 WEFT_API int weft_recv_stream_multishot(const weft_recv_stream *s);
 
 #ifdef __cplusplus

@@ -364,6 +364,33 @@ Test(recv_stream, multishot_refusal_is_cached, .timeout = 20)
   assert_all_gone(before);
 }
 
+/* The move from 1 to 0 comes with the next() that finds the kernel's
+ * refusal - not necessarily the first: one that returns before the kernel
+ * answered leaves the stream on 1. */
+static void *late_switch_main(void *arg)
+{
+  int *fds = arg;
+  weft_recv_stream *s;
+  CO_EQ(weft_recv_stream_open(&s, fds[0], NULL), 0);
+  CO_EQ(weft_recv_stream_multishot(s), 1);
+  const void *d;
+  CO_EQ(weft_recv_stream_next(s, &d, weft_now() - 1), -ETIMEDOUT); /* no wait: no answer */
+  CO_EQ(weft_recv_stream_multishot(s), 1);
+  weft__recv_stream_counters c;
+  CO_CHECK(RT_POLL((weft__recv_stream_get_counters(s, &c), c.cqes >= 1))); /* the refusal */
+  CO_EQ(weft_recv_stream_multishot(s), 1);
+  CO_EQ(write(fds[1], "q", 1), 1);
+  CO_EQ(weft_recv_stream_next(s, &d, weft_now() + 5 * WEFT_SEC), 1);
+  CO_EQ(weft_recv_stream_multishot(s), 0);
+  CO_EQ(weft_recv_stream_close(s), 0);
+  return NULL;
+}
+
+Test(recv_stream, multishot_refusal_switches_at_the_next_that_sees_it, .timeout = 20)
+{
+  run_on_pair(WEFT__RS_FORCE_NO_MULTISHOT, unix_pair, 1, late_switch_main);
+}
+
 /* Every allocation of open can fail: -ENOMEM and nothing left behind -
  * except the buffer ring's, which makes the stream take the plain path. */
 static void *oom_main(void *arg)
