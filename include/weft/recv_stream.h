@@ -87,7 +87,13 @@ WEFT_API int weft_recv_stream_open(weft_recv_stream **s, int fd, const weft_recv
  *   -ETIMEDOUT   the deadline (or the task's deadline scope) passed with no
  *                data; the stream goes on, later calls deliver what comes.
  *                A deadline already past returns data only if some is
- *                already queued in the stream;
+ *                already queued in the stream: on the plain path what
+ *                the socket holds, on the kernel path what the shard has
+ *                reaped - which it does only while the coroutine is
+ *                suspended. A loop that polls with such a deadline must
+ *                suspend between calls (weft_sleep; one weft_yield may
+ *                resume it before the shard looks at its ring), or on the
+ *                kernel path it never gets anything;
  *   -ENOMEM      no memory to arm the deadline's timer; the stream goes
  *                on, as after -ETIMEDOUT;
  *   -ECANCELED   the task is cancelled (then on every later call);
