@@ -138,10 +138,13 @@ WEFT_API uint64_t weft_task_id(const weft_task *t);
 WEFT_API const char *weft_task_name(const weft_task *t);
 
 /* Index of the shard the calling coroutine runs on now; -EPERM on a plain
- * thread. Re-read it after anything that can suspend. */
+ * thread. Re-read it after anything that can suspend. On a shard's own
+ * thread outside any coroutine (a signal handler that interrupted its loop)
+ * it is that shard's index, as the thread is the shard's. */
 WEFT_API int weft_shard_id(void);
 
-/* Number of shards of the calling coroutine's runtime; -EPERM on a plain thread. */
+/* Number of shards of the calling coroutine's runtime; -EPERM on a plain
+ * thread (a shard's own thread outside a coroutine counts as its shard). */
 WEFT_API int weft_shard_count(void);
 
 #ifdef __cplusplus

@@ -17,6 +17,7 @@
 
 #include <dirent.h>
 #include <sched.h>
+#include <signal.h>
 #include <unistd.h>
 
 static atomic_int ran;
@@ -581,6 +582,50 @@ Test(runtime, plain_thread_side, .timeout = 20)
   cr_assert_eq(weft_sleep(2 * WEFT_MSEC), 0);
   cr_assert_geq(weft_now() - t0, 2 * WEFT_MSEC);
   cr_assert_eq(weft_sleep_until(weft_now() - 1), 0);
+}
+
+/* A signal handler on a shard's own thread, outside any coroutine (the
+ * shard idle in its loop), is not a plain thread: task.h says weft_shard_id
+ * and weft_shard_count give that shard's figures there. */
+static pthread_t shard1_thread;
+static atomic_int handler_shard_id = -100, handler_shard_count = -100;
+
+static void *record_thread(void *arg)
+{
+  (void)arg;
+  shard1_thread = pthread_self();
+  return NULL;
+}
+
+static void on_usr2(int sig)
+{
+  (void)sig;
+  atomic_store(&handler_shard_count, weft_shard_count());
+  atomic_store(&handler_shard_id, weft_shard_id());
+}
+
+static void *signal_idle_shard_main(void *arg)
+{
+  (void)arg;
+  weft_task *t;
+  CO_EQ(rt_spawn(&t, WEFT_PLACE_PINNED, 1, record_thread, NULL), 0);
+  rt_join_int(t);
+  CO_EQ(pthread_kill(shard1_thread, SIGUSR2), 0);
+  for (int i = 0; i < 10000 && atomic_load(&handler_shard_id) == -100; i++)
+    weft_sleep(WEFT_MSEC);
+  return NULL;
+}
+
+Test(runtime, shard_thread_outside_a_coroutine_is_its_shard, .timeout = 30)
+{
+  struct sigaction sa = {.sa_handler = on_usr2}, old;
+  sigemptyset(&sa.sa_mask);
+  cr_assert_eq(sigaction(SIGUSR2, &sa, &old), 0);
+  rt_run(2, signal_idle_shard_main, NULL);
+  sigaction(SIGUSR2, &old, NULL);
+  rt_assert_clean();
+  cr_assert_eq(atomic_load(&handler_shard_id), 1);
+  cr_assert_eq(atomic_load(&handler_shard_count), 2);
 }
 
 /* ---- calls from outside that outlast the runtime's last task ------------------------------- */
