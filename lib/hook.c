@@ -39,9 +39,10 @@
  * self-pipe non-blocking, as usual, or wait with weft_signal_wait instead.
  *
  * read, write, readv and writev on a regular file or a block device run
- * libc's own call on the blocking pool: io_uring's transfers at the file
- * position do not take it in turn as the system calls do (see "files with
- * a position" below).
+ * libc's own call on the blocking pool, O_NONBLOCK or not (Linux ignores it
+ * there: the disk is waited for all the same): io_uring's transfers at the
+ * file position do not take it in turn as the system calls do (see "files
+ * with a position" below).
  *
  * The name lookups run on the runtime's blocking pool: glibc's resolver
  * talks to DNS servers through its own internal calls, which no hook sees.
@@ -128,7 +129,8 @@ static bool receive_never_waits(int fd, int msg_flags)
  * trace_pipe, a FUSE file whose server polls): there a job would keep the
  * task past every cancel and deadline, and a stop of the runtime with it.
  * So the call first waits for the file to be ready as weft_poll waits;
- * a file on disk is ready at once, as poll(2) says without waiting. */
+ * a file on disk is ready at once, as poll(2) says without waiting. One
+ * opened O_NONBLOCK does not wait: such a file then says EAGAIN itself. */
 /* The flags the kernel sets on every descriptor opened by a path (on a
  * 64-bit kernel O_LARGEFILE, whose value differs between architectures and
  * which glibc defines as 0 there): what F_GETFL shows on /dev/null beside
@@ -166,6 +168,23 @@ static bool has_position(int fd, int fl)
   return r;
 }
 
+/* Where a read or write of fd in a coroutine goes. O_NONBLOCK changes
+ * nothing for a file with a position (Linux ignores it on regular files
+ * and block devices: the call waits for the disk all the same), so such a
+ * file goes to the pool with or without it; other descriptors with it are
+ * libc's (see never_waits). *fl: fd's flags. */
+enum route { BY_LIBC, BY_POOL, BY_WEFT };
+
+static enum route transfer_route(int fd, int *fl)
+{
+  *fl = fd_flags(fd);
+  if (*fl < 0)
+    return BY_LIBC;
+  if (has_position(fd, *fl))
+    return BY_POOL;
+  return flags_never_wait(*fl) ? BY_LIBC : BY_WEFT;
+}
+
 enum file_call { F_READ, F_WRITE, F_READV, F_WRITEV };
 
 struct file_io {
@@ -174,6 +193,8 @@ struct file_io {
   void *buf; /* F_READ, F_WRITE */
   size_t n;
   const struct iovec *iov; /* F_READV, F_WRITEV */
+  bool nonblock;           /* O_NONBLOCK: a file that may have nothing to
+                              read says EAGAIN at once, so no wait first */
   /* what the call gave */
   bool ran;
   ssize_t result;
@@ -209,7 +230,7 @@ static ssize_t file_io(struct file_io *f)
   bool reads = f->call == F_READ || f->call == F_READV;
   struct pollfd p = {.fd = f->fd, .events = reads ? POLLIN : POLLOUT};
   int saved = errno;
-  int r = (int)CALL_NEXT(poll, &p, 1, 0);
+  int r = f->nonblock ? 1 : (int)CALL_NEXT(poll, &p, 1, 0);
   errno = saved;
   if (r != 1) {
     r = weft_poll(f->fd, (unsigned)p.events); /* POLLERR or POLLHUP: the call says why */
@@ -231,10 +252,12 @@ static ssize_t file_io(struct file_io *f)
 HOOK ssize_t read(int fd, void *buf, size_t n)
 {
   int fl = -1;
-  if (!in_coroutine() || flags_never_wait(fl = fd_flags(fd)))
+  enum route how = in_coroutine() ? transfer_route(fd, &fl) : BY_LIBC;
+  if (how == BY_LIBC)
     return CALL_NEXT(read, fd, buf, n);
-  if (has_position(fd, fl))
-    return file_io(&(struct file_io){.call = F_READ, .fd = fd, .buf = buf, .n = n});
+  if (how == BY_POOL)
+    return file_io(&(struct file_io){.call = F_READ, .fd = fd, .buf = buf, .n = n,
+                                     .nonblock = fl & O_NONBLOCK});
   return libc_result(weft_read(fd, buf, n));
 }
 
@@ -272,10 +295,12 @@ static ssize_t part_or_error(size_t done, int r)
 HOOK ssize_t write(int fd, const void *buf, size_t n)
 {
   int fl = -1;
-  if (!in_coroutine() || flags_never_wait(fl = fd_flags(fd)))
+  enum route how = in_coroutine() ? transfer_route(fd, &fl) : BY_LIBC;
+  if (how == BY_LIBC)
     return CALL_NEXT(write, fd, buf, n);
-  if (has_position(fd, fl))
-    return file_io(&(struct file_io){.call = F_WRITE, .fd = fd, .buf = (void *)buf, .n = n});
+  if (how == BY_POOL)
+    return file_io(&(struct file_io){.call = F_WRITE, .fd = fd, .buf = (void *)buf, .n = n,
+                                     .nonblock = fl & O_NONBLOCK});
   size_t done = 0;
   int r = write_fully(fd, buf, n, AS_WRITE, &done);
   return part_or_error(done, r);
@@ -284,10 +309,12 @@ HOOK ssize_t write(int fd, const void *buf, size_t n)
 HOOK ssize_t readv(int fd, const struct iovec *iov, int cnt)
 {
   int fl = -1;
-  if (!in_coroutine() || flags_never_wait(fl = fd_flags(fd)))
+  enum route how = in_coroutine() ? transfer_route(fd, &fl) : BY_LIBC;
+  if (how == BY_LIBC)
     return CALL_NEXT(readv, fd, iov, cnt);
-  if (has_position(fd, fl))
-    return file_io(&(struct file_io){.call = F_READV, .fd = fd, .iov = iov, .cnt = cnt});
+  if (how == BY_POOL)
+    return file_io(&(struct file_io){.call = F_READV, .fd = fd, .iov = iov, .cnt = cnt,
+                                     .nonblock = fl & O_NONBLOCK});
   return libc_result(weft_readv(fd, iov, cnt));
 }
 
@@ -318,10 +345,12 @@ static ssize_t write_rest(int fd, const struct iovec *iov, size_t cnt, ssize_t f
 HOOK ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
   int fl = -1;
-  if (!in_coroutine() || flags_never_wait(fl = fd_flags(fd)))
+  enum route how = in_coroutine() ? transfer_route(fd, &fl) : BY_LIBC;
+  if (how == BY_LIBC)
     return CALL_NEXT(writev, fd, iov, cnt);
-  if (has_position(fd, fl))
-    return file_io(&(struct file_io){.call = F_WRITEV, .fd = fd, .iov = iov, .cnt = cnt});
+  if (how == BY_POOL)
+    return file_io(&(struct file_io){.call = F_WRITEV, .fd = fd, .iov = iov, .cnt = cnt,
+                                     .nonblock = fl & O_NONBLOCK});
   ssize_t r = weft_writev(fd, iov, cnt);
   return write_rest(fd, iov, r >= 0 ? (size_t)cnt : 0, r, AS_WRITE);
 }

@@ -17,6 +17,7 @@
 #include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 /* ---- poll's arguments ------------------------------------------------------------------- */
 
@@ -568,6 +569,41 @@ static void *shared_position_main(void *arg)
 Test(hook, coroutines_sharing_a_file_position_take_it_in_turn, .timeout = 30)
 {
   rt_run(1, shared_position_main, NULL);
+  rt_assert_clean();
+}
+
+/* O_NONBLOCK means nothing to a regular file (read(2) waits for the disk
+ * all the same): a file opened with it is read and written as one opened
+ * without, on the blocking pool - one job per call - not on the shard's
+ * thread, which would wait for the disk. */
+static void *nonblocking_file_main(void *arg)
+{
+  (void)arg;
+  char path[] = "/tmp/weft_hook_nbXXXXXX";
+  int fd = mkstemp(path);
+  CO_CHECK(fd >= 0);
+  unlink(path);
+  CO_EQ(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
+  char buf[8] = "abcdefgh";
+  struct iovec iov = {.iov_base = buf, .iov_len = 4};
+  uint64_t jobs = io_stats().pool_jobs;
+  CO_EQ(write(fd, buf, 4), 4);
+  CO_EQ(writev(fd, &iov, 1), 4);
+  CO_EQ(io_stats().pool_jobs, jobs + 2);
+  CO_EQ(lseek(fd, 0, SEEK_SET), 0);
+  memset(buf, 0, sizeof(buf));
+  iov.iov_base = buf + 4;
+  CO_EQ(read(fd, buf, 4), 4);
+  CO_EQ(readv(fd, &iov, 1), 4);
+  CO_EQ(io_stats().pool_jobs, jobs + 4);
+  CO_CHECK(memcmp(buf, "abcdabcd", 8) == 0);
+  close(fd);
+  return NULL;
+}
+
+Test(hook, a_nonblocking_regular_file_is_read_on_the_pool_too, .timeout = 30)
+{
+  rt_run(1, nonblocking_file_main, NULL);
   rt_assert_clean();
 }
 
