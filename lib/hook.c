@@ -18,10 +18,13 @@
  * a deadline scope bounds every call (ETIMEDOUT), a cancelled task gets
  * ECANCELED - also from the sleeps, so that a "retry on EINTR" loop ends -
  * accept and accept4 create exactly the descriptor flags asked for, and
- * send never raises SIGPIPE. A call that cannot wait (an O_NONBLOCK
- * descriptor, MSG_DONTWAIT, a receive from the error queue) is libc's own,
- * EAGAIN and all; an event loop over non-blocking descriptors waits in the
- * hooked poll instead.
+ * send never raises SIGPIPE. weft's -EBUSY of a full submission queue,
+ * which no libc call gives, is waited out (the call yields and tries
+ * again) - except from read, write, readv and writev on a character
+ * device, where it could as well be the driver's own EBUSY: that stands.
+ * A call that cannot wait (an O_NONBLOCK descriptor, MSG_DONTWAIT, a
+ * receive from the error queue) is libc's own, EAGAIN and all; an event
+ * loop over non-blocking descriptors waits in the hooked poll instead.
  *
  * Legacy code reads errno right after its calls, and compilers may keep
  * errno's address (glibc declares __errno_location const) across a call.
@@ -110,6 +113,22 @@ static bool never_waits(int fd, int msg_flags)
 static bool receive_never_waits(int fd, int msg_flags)
 {
   return (msg_flags & MSG_ERRQUEUE) || never_waits(fd, msg_flags);
+}
+
+/* read, write, readv and writev also reach devices, whose drivers may say
+ * EBUSY themselves - a state that trying again could meet for ever: on a
+ * character device weft's -EBUSY stands, whoever gave it. Sockets, pipes,
+ * FIFOs, eventfds and the like never give it: there it is a full SQ
+ * (sq_was_full). The descriptors of the socket calls are sockets. */
+static bool sq_was_full_on(int fd, long r)
+{
+  if (r != -EBUSY)
+    return false;
+  int saved = errno;
+  struct stat st;
+  bool device = fstat(fd, &st) == 0 && S_ISCHR(st.st_mode);
+  errno = saved;
+  return !device && sq_was_full(r);
 }
 
 /* ---- files with a position ------------------------------------------------------------ */
@@ -233,7 +252,9 @@ static ssize_t file_io(struct file_io *f)
   int r = f->nonblock ? 1 : (int)CALL_NEXT(poll, &p, 1, 0);
   errno = saved;
   if (r != 1) {
-    r = weft_poll(f->fd, (unsigned)p.events); /* POLLERR or POLLHUP: the call says why */
+    do /* POLLERR or POLLHUP: the call says why */
+      r = weft_poll(f->fd, (unsigned)p.events);
+    while (sq_was_full(r));
     if (r < 0)
       return libc_result(r);
   }
@@ -258,7 +279,11 @@ HOOK ssize_t read(int fd, void *buf, size_t n)
   if (how == BY_POOL)
     return file_io(&(struct file_io){.call = F_READ, .fd = fd, .buf = buf, .n = n,
                                      .nonblock = fl & O_NONBLOCK});
-  return libc_result(weft_read(fd, buf, n));
+  ssize_t r;
+  do
+    r = weft_read(fd, buf, n);
+  while (sq_was_full_on(fd, r));
+  return libc_result(r);
 }
 
 /* A blocking write(2), writev(2), send(2), sendto(2) or sendmsg(2) on a
@@ -276,8 +301,11 @@ static int write_fully(int fd, const char *buf, size_t n, int flags, size_t *don
   size_t off = 0;
   do { /* once even for n == 0: a bad descriptor still says so, an empty
         * datagram still goes */
-    ssize_t r = flags == AS_WRITE ? weft_write(fd, buf + off, n - off)
-                                  : weft_send(fd, buf + off, n - off, flags);
+    ssize_t r;
+    do
+      r = flags == AS_WRITE ? weft_write(fd, buf + off, n - off)
+                            : weft_send(fd, buf + off, n - off, flags);
+    while (flags == AS_WRITE ? sq_was_full_on(fd, r) : sq_was_full(r));
     if (r <= 0)
       return r < 0 ? (int)r : 0; /* 0: nothing more can go (as libc) */
     off += (size_t)r;
@@ -315,7 +343,11 @@ HOOK ssize_t readv(int fd, const struct iovec *iov, int cnt)
   if (how == BY_POOL)
     return file_io(&(struct file_io){.call = F_READV, .fd = fd, .iov = iov, .cnt = cnt,
                                      .nonblock = fl & O_NONBLOCK});
-  return libc_result(weft_readv(fd, iov, cnt));
+  ssize_t r;
+  do
+    r = weft_readv(fd, iov, cnt);
+  while (sq_was_full_on(fd, r));
+  return libc_result(r);
 }
 
 /* After a gathering write of `first` bytes (>= 0, or -errno): the rest of
@@ -351,7 +383,10 @@ HOOK ssize_t writev(int fd, const struct iovec *iov, int cnt)
   if (how == BY_POOL)
     return file_io(&(struct file_io){.call = F_WRITEV, .fd = fd, .iov = iov, .cnt = cnt,
                                      .nonblock = fl & O_NONBLOCK});
-  ssize_t r = weft_writev(fd, iov, cnt);
+  ssize_t r;
+  do
+    r = weft_writev(fd, iov, cnt);
+  while (sq_was_full_on(fd, r));
   return write_rest(fd, iov, r >= 0 ? (size_t)cnt : 0, r, AS_WRITE);
 }
 
@@ -361,7 +396,11 @@ HOOK ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
   if (!in_coroutine() || receive_never_waits(fd, flags))
     return CALL_NEXT(recv, fd, buf, n, flags);
-  return libc_result(weft_recv(fd, buf, n, flags));
+  ssize_t r;
+  do
+    r = weft_recv(fd, buf, n, flags);
+  while (sq_was_full(r));
+  return libc_result(r);
 }
 
 HOOK ssize_t send(int fd, const void *buf, size_t n, int flags)
@@ -378,7 +417,11 @@ HOOK ssize_t recvfrom(int fd, void *buf, size_t n, int flags, __SOCKADDR_ARG add
 {
   if (!in_coroutine() || receive_never_waits(fd, flags))
     return CALL_NEXT(recvfrom, fd, buf, n, flags, SA(addr), len);
-  return libc_result(weft_recvfrom(fd, buf, n, flags, SA(addr), len));
+  ssize_t r;
+  do
+    r = weft_recvfrom(fd, buf, n, flags, SA(addr), len);
+  while (sq_was_full(r));
+  return libc_result(r);
 }
 
 /* MSG_FASTOPEN on a blocking socket connects, then sends (the data rides
@@ -392,7 +435,10 @@ static int fastopen_connect(int fd, const struct sockaddr *addr, socklen_t len, 
   if (!(*flags & MSG_FASTOPEN))
     return 0;
   *flags &= ~MSG_FASTOPEN;
-  int r = weft_connect(fd, addr, len);
+  int r;
+  do
+    r = weft_connect(fd, addr, len);
+  while (sq_was_full(r));
   return r == -EISCONN ? 0 : r;
 }
 
@@ -407,7 +453,11 @@ HOOK ssize_t sendto(int fd, const void *buf, size_t n, int flags, __CONST_SOCKAD
   /* The address only matters to the first round: what a stream socket
    * has not taken of it goes as send(2) would. */
   struct iovec one = {.iov_base = (void *)buf, .iov_len = n};
-  return write_rest(fd, &one, 1, weft_sendto(fd, buf, n, flags, SA(addr), len), flags);
+  ssize_t r;
+  do
+    r = weft_sendto(fd, buf, n, flags, SA(addr), len);
+  while (sq_was_full(r));
+  return write_rest(fd, &one, 1, r, flags);
 }
 
 /* weft_recvmsg always makes received descriptors close-on-exec; recvmsg(2)
@@ -434,7 +484,10 @@ HOOK ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
   if (!in_coroutine() || receive_never_waits(fd, flags))
     return CALL_NEXT(recvmsg, fd, msg, flags);
-  ssize_t r = weft_recvmsg(fd, msg, flags);
+  ssize_t r;
+  do
+    r = weft_recvmsg(fd, msg, flags);
+  while (sq_was_full(r));
   if (r >= 0) {
     int saved = errno;
     descriptors_as_asked(msg, flags);
@@ -453,7 +506,10 @@ HOOK ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
     return libc_result(c);
   /* Control data (descriptors, credentials) goes with the first round
    * only; a stream socket's remaining bytes follow as send(2)s. */
-  ssize_t r = weft_sendmsg(fd, msg, flags);
+  ssize_t r;
+  do
+    r = weft_sendmsg(fd, msg, flags);
+  while (sq_was_full(r));
   return write_rest(fd, msg->msg_iov, r >= 0 ? msg->msg_iovlen : 0, r, flags);
 }
 
@@ -463,7 +519,10 @@ static int accept_as_asked(int fd, struct sockaddr *addr, socklen_t *len, int fl
 {
   if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC))
     return -EINVAL;
-  int r = weft_accept(fd, addr, len, flags);
+  int r;
+  do
+    r = weft_accept(fd, addr, len, flags);
+  while (sq_was_full(r));
   if (r >= 0 && !(flags & SOCK_CLOEXEC) && fcntl(r, F_SETFD, 0) < 0) {
     int e = errno;
     weft_close(r);
@@ -490,7 +549,11 @@ HOOK int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 {
   if (!in_coroutine() || never_waits(fd, 0))
     return (int)CALL_NEXT(connect, fd, SA(addr), len);
-  return (int)libc_result(weft_connect(fd, SA(addr), len));
+  int r;
+  do
+    r = weft_connect(fd, SA(addr), len);
+  while (sq_was_full(r));
+  return (int)libc_result(r);
 }
 
 /* ---- fortified code ------------------------------------------------------------------------ */

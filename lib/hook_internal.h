@@ -84,6 +84,21 @@ static inline long libc_result(long r)
   return -1;
 }
 
+/* weft's -EBUSY of a shard whose submission queue stayed full: nothing was
+ * done, and no call the hook stands for ever says EBUSY - code written for
+ * libc takes it for a hard error. The shard makes room as it reaps its
+ * completions, which it does while the caller yields: true (try again)
+ * after a yield for that -EBUSY. A cancel or a deadline scope that ends
+ * meanwhile fails the next try at once, before the ring is asked. Only
+ * for weft calls whose -EBUSY cannot be the kernel's (see hook.c). */
+static inline bool sq_was_full(long r)
+{
+  if (r != -EBUSY)
+    return false;
+  (void)weft_yield();
+  return true;
+}
+
 /* ---- times ------------------------------------------------------------------------- */
 
 /* now + ns, saturating. */

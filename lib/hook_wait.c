@@ -35,7 +35,10 @@ static int64_t deadline_in_ts(const struct timespec *ts)
  * ended the wait first. */
 static int wait_ready(int fd, short events, int64_t deadline)
 {
-  int r = weft_poll_dl(fd, (unsigned short)events, deadline);
+  int r;
+  do /* io_uring's poll never fails with EBUSY: that is a full SQ */
+    r = weft_poll_dl(fd, (unsigned short)events, deadline);
+  while (sq_was_full(r));
   if (r == -ETIMEDOUT && deadline >= 0 && weft_now() >= deadline)
     return 0;
   return r;
