@@ -3,8 +3,14 @@
  * libweft-hook, the waits for readiness: poll, ppoll, select, pselect,
  * epoll_wait and epoll_pwait (and the fortified __poll_chk and __ppoll_chk)
  * in a coroutine wait as weft does (weft_poll),
- * with libc's results. The rest of the hook, and what it promises, is in
- * hook.c.
+ * with libc's results. As poll(2) and select(2), a wait holds the files it
+ * waits for: a close(2) of a descriptor meanwhile does not end it, and the
+ * file's wake-up finds the descriptor closed (POLLNVAL; ready, to select) -
+ * except, in a wait for several descriptors, one opened by a path (a file,
+ * FIFO, device or terminal), or one past half the open-file limit (see
+ * watch): its close(2) takes it out of the wait, which goes on to its
+ * timeout or another descriptor's event. The rest of the hook, and what it
+ * promises, is in hook.c.
  */
 #include "hook_internal.h"
 
@@ -74,32 +80,109 @@ static int poll_nothing(int64_t deadline)
   }
 }
 
-/* One descriptor: one weft_poll. A bad one is POLLNVAL, as poll(2) says it.
- * With no time left (a timeout of 0), poll(2) itself answers: weft_poll
- * with a passed deadline would not even ask. */
+/* One descriptor: a weft_poll, then poll(2) without waiting says what is
+ * ready - as poll(2), woken, looks at its descriptors again. io_uring's
+ * poll holds the file it waits for, as poll(2) does: a close(2) of the
+ * descriptor meanwhile does not end the wait, and the file's wake-up then
+ * finds the descriptor closed (POLLNVAL) or another file there; if that
+ * one is not ready, the wait goes on. A bad descriptor is POLLNVAL, as
+ * poll(2) says it. With no time left (a timeout of 0), poll(2) itself
+ * answers: weft_poll with a passed deadline would not even ask. */
 static int poll_one(struct pollfd *p, int64_t deadline)
 {
-  if (deadline >= 0 && deadline <= weft_now()) {
+  for (;;) {
+    bool time_left = deadline < 0 || deadline > weft_now();
+    if (time_left) {
+      p->revents = 0;
+      int r = wait_ready(p->fd, p->events, deadline);
+      if (r == -EBADF) {
+        p->revents = POLLNVAL;
+        return 1;
+      }
+      if (r <= 0)
+        return r;
+    }
     int n = (int)CALL_NEXT(poll, p, 1, 0);
-    return n < 0 ? -errno : n;
+    if (n != 0 || !time_left)
+      return n < 0 ? -errno : n;
   }
-  p->revents = 0;
-  int r = wait_ready(p->fd, p->events, deadline);
-  if (r == -EBADF) {
-    p->revents = POLLNVAL;
-    return 1;
+}
+
+/* Takes every event ready in epoll instance ep, so that it is readable
+ * again only after a new one (its entries are edge-triggered). */
+static void drain(int ep)
+{
+  struct epoll_event ev[32];
+  while (CALL_NEXT(epoll_wait, ep, ev, 32, 0) == 32)
+    ;
+}
+
+/* Whether fd may be a file with the process's POSIX record locks on it
+ * (fcntl's F_SETLK, lockf): a close(2) of any descriptor of the file drops
+ * them, that of a duplicate too. Those are files opened by a path
+ * (regular files, FIFOs, devices and terminals); sockets, pipes, eventfds
+ * and the like are not. */
+static bool maybe_locked(int fd)
+{
+  int by_path = path_open_flags();
+  int saved = errno;
+  int fl = fcntl(fd, F_GETFL);
+  errno = saved;
+  return !by_path || fl < 0 || (fl & by_path);
+}
+
+/* Adds fds[i] to ep, as a duplicate of its descriptor where one can be
+ * had: poll(2) holds the files it waits for, so that a close(2) of a
+ * descriptor meanwhile does not end the wait, nor remove the file from it
+ * - the file stays open, and a wake-up from it finds the descriptor closed
+ * (POLLNVAL). An epoll instance holds no file: the duplicate does. Entries
+ * are edge-triggered: a wake-up of a file whose descriptor now names
+ * another file, not ready, must not make ep readable for ever.
+ *
+ * The duplicates take descriptors poll(2) does not: they stop at the first
+ * whose number reaches *below (then 0), so that a process near its
+ * open-file limit keeps its room (descriptors are handed out lowest
+ * first: half of the table stays free for its other threads and
+ * coroutines). Past that, and wherever a duplicate cannot be had, ep holds
+ * the descriptor itself, and a close(2) meanwhile can end the wait, or
+ * leave it to its timeout - and so for a descriptor that may hold record
+ * locks (maybe_locked), whose duplicate's close would drop them. Returns
+ * the duplicate, to close once the wait is over, or -1. */
+static int watch(int ep, const struct pollfd *fds, nfds_t i, int *below)
+{
+  int fd = fds[i].fd;
+  if (fd < 0)
+    return -1;
+  struct epoll_event ev = {.events = (uint32_t)(unsigned short)fds[i].events | EPOLLET};
+  int held = *below > 0 && !maybe_locked(fd) ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+  if (held >= *below) {
+    close(held);
+    held = -1;
+    *below = 0;
   }
-  if (r <= 0)
-    return r;
-  p->revents = (short)r;
-  return 1;
+  if (held >= 0) {
+    if (epoll_ctl(ep, EPOLL_CTL_ADD, held, &ev) == 0)
+      return held;
+    close(held);
+  }
+  /* Refused (EPERM: a regular file, always ready) or gone (EBADF): the
+   * next poll(2) reports it. Without a duplicate, a descriptor listed
+   * twice waits for the events of every entry. */
+  if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0 && errno == EEXIST) {
+    for (nfds_t k = 0; k < i; k++)
+      if (fds[k].fd == fd)
+        ev.events |= (uint32_t)(unsigned short)fds[k].events;
+    epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev);
+  }
+  return -1;
 }
 
 /* Several: ask poll(2) without waiting, which also takes the array (EFAULT,
  * EINVAL); then a cancel or a passed deadline scope fails the call, ready
  * or not (cannot_start), with every revents 0, as an interrupted poll(2)
  * leaves them. If none is ready, wait in weft_poll for an epoll instance
- * holding them all (readable once any of them is), and ask again. */
+ * holding them all (readable once any of them has an event), and ask
+ * again - as poll(2), woken, looks at its descriptors again. */
 static int poll_many(struct pollfd *fds, nfds_t n, int64_t deadline)
 {
   int r = (int)CALL_NEXT(poll, fds, n, 0);
@@ -116,24 +199,22 @@ static int poll_many(struct pollfd *fds, nfds_t n, int64_t deadline)
   int ep = epoll_create1(EPOLL_CLOEXEC);
   if (ep < 0)
     return -errno;
+  /* Without room for the duplicates, the descriptors themselves. */
+  int *held = malloc(sizeof(*held) * n);
+  struct rlimit rl;
+  int below = held && getrlimit(RLIMIT_NOFILE, &rl) == 0
+                  ? (int)((rl.rlim_cur < (rlim_t)INT_MAX ? rl.rlim_cur : INT_MAX) / 2)
+                  : 0;
   for (nfds_t i = 0; i < n; i++) {
-    if (fds[i].fd < 0)
-      continue;
-    struct epoll_event ev = {.events = (uint32_t)(unsigned short)fds[i].events};
-    /* Refused (EPERM: a regular file, always ready) or gone (EBADF): the
-     * next poll(2) reports it. A descriptor listed twice waits for the
-     * events of every entry. */
-    if (epoll_ctl(ep, EPOLL_CTL_ADD, fds[i].fd, &ev) < 0 && errno == EEXIST) {
-      for (nfds_t k = 0; k < i; k++)
-        if (fds[k].fd == fds[i].fd)
-          ev.events |= (uint32_t)(unsigned short)fds[k].events;
-      epoll_ctl(ep, EPOLL_CTL_MOD, fds[i].fd, &ev);
-    }
+    int d = watch(ep, fds, i, &below);
+    if (held)
+      held[i] = d;
   }
   for (;;) {
     r = wait_ready(ep, POLLIN, deadline);
     if (r <= 0)
       break;
+    drain(ep); /* before the look: what comes after it wakes ep again */
     r = (int)CALL_NEXT(poll, fds, n, 0);
     if (r != 0) {
       if (r < 0)
@@ -142,6 +223,10 @@ static int poll_many(struct pollfd *fds, nfds_t n, int64_t deadline)
     }
   }
   close(ep);
+  for (nfds_t i = 0; held && i < n; i++)
+    if (held[i] >= 0)
+      close(held[i]);
+  free(held);
   return r;
 }
 
@@ -296,9 +381,9 @@ static int selected(const struct pollfd *p, fd_set *rd, fd_set *wr, fd_set *ex, 
 {
   int fd = entry_fd(p);
   short re = p->revents;
-  bool r = in_set(rd, fd) && (re & (POLLIN | POLLHUP | POLLERR));
-  bool w = in_set(wr, fd) && (re & (POLLOUT | POLLERR));
-  bool x = in_set(ex, fd) && (re & POLLPRI);
+  bool r = in_set(rd, fd) && (re & (POLLIN | POLLHUP | POLLERR | POLLNVAL));
+  bool w = in_set(wr, fd) && (re & (POLLOUT | POLLERR | POLLNVAL));
+  bool x = in_set(ex, fd) && (re & (POLLPRI | POLLNVAL));
   if (clear)
     return keep(rd, fd, r) + keep(wr, fd, w) + keep(ex, fd, x);
   return r + w + x;
@@ -323,12 +408,17 @@ static int select_until(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, int64_t de
     if (ev)
       fds[n++] = (struct pollfd){.fd = fd, .events = ev};
   }
-  int r;
-  for (;;) {
+  /* Linux's select(2) first finds every descriptor of the sets open, else
+   * EBADF; one closed while it waits (the wait holds the file, see
+   * poll_one) is then ready in every set it is in. */
+  int r = (int)CALL_NEXT(poll, fds, n, 0);
+  if (r < 0)
+    r = -errno;
+  for (nfds_t i = 0; r > 0 && i < n; i++)
+    if (fds[i].revents & POLLNVAL)
+      r = -EBADF;
+  while (r >= 0) {
     r = poll_until(fds, n, deadline);
-    for (nfds_t i = 0; r >= 0 && i < n; i++)
-      if (fds[i].revents & POLLNVAL)
-        r = -EBADF;
     int any = 0;
     for (nfds_t i = 0; r > 0 && i < n; i++)
       any += selected(&fds[i], rd, wr, ex, false);

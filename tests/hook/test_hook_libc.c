@@ -10,7 +10,8 @@
  * events of both entries; a send whose peer goes away part-way gives the
  * part, then EPIPE, and never SIGPIPE; MSG_DONTWAIT is libc's EAGAIN; a
  * wait given a signal mask is libc's; sendmsg and recvmsg without a msghdr
- * are EFAULT.
+ * are EFAULT; a descriptor closed while polled keeps the wait, and is
+ * POLLNVAL once its file wakes it.
  */
 #include "io_helpers.h"
 #include "legacy.h"
@@ -24,6 +25,7 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 /* ---- no time to wait -------------------------------------------------------------------- */
 
@@ -532,5 +534,142 @@ static void *masked_waits_main(void *arg)
 Test(hook, waits_given_a_signal_mask_are_libcs, .timeout = 30)
 {
   rt_run(1, masked_waits_main, NULL);
+  rt_assert_clean();
+}
+
+/* ---- a descriptor closed while it is polled ---------------------------------------------- */
+
+struct closer {
+  rt_blocker poller;
+  int fd, peer; /* closed; then sent a byte through */
+  ssize_t sent;
+};
+
+static void *close_when_polled(void *arg)
+{
+  struct closer *c = arg;
+  rt_blocker b = c->poller;
+  /* A coroutine's wait has begun once its shard - its thread, the only
+   * one - sleeps in io_uring_enter: that submitted the wait's poll. */
+  CO_CHECK(b.rt ? rt_wait_blocked(b, -1, -1) &&
+                      RT_POLL(rt_thread_in_syscall(b.tid, SYS_io_uring_enter))
+                : RT_POLL(rt_thread_in_syscall(b.tid, SYS_poll) ||
+                          rt_thread_in_syscall(b.tid, SYS_ppoll) ||
+                          rt_thread_in_syscall(b.tid, SYS_select) ||
+                          rt_thread_in_syscall(b.tid, SYS_pselect6)));
+  close(c->fd);
+  c->sent = send(c->peer, "x", 1, MSG_NOSIGNAL);
+  return NULL;
+}
+
+/* Linux's close(2) does not wake a poll(2) of the descriptor in another
+ * thread: the poll holds the file, which stays open until it returns, so
+ * a byte still comes to it - and the poll, woken, looks at the descriptor
+ * again and says POLLNVAL; select(2) says it ready in every set it is
+ * in. The hooked poll of one descriptor (io_uring's poll holds the file
+ * too) and of several (an epoll instance, which holds none) must do the
+ * same. On a plain thread here first, then in a coroutine; nfds 1 and 2.
+ * The timeout only ends a wait that would otherwise last for ever. */
+static void select_while_closed(int nfds, int sv[2], int idle[2])
+{
+  fd_set rd, ex;
+  FD_ZERO(&rd);
+  FD_ZERO(&ex);
+  FD_SET(sv[0], &rd);
+  FD_SET(sv[0], &ex);
+  if (nfds > 1)
+    FD_SET(idle[0], &rd);
+  struct closer c = {.poller = rt_blocker_self(), .fd = sv[0], .peer = sv[1], .sent = -2};
+  pthread_t th;
+  CO_EQ(pthread_create(&th, NULL, close_when_polled, &c), 0);
+  struct timeval tv = {20, 0};
+  int top = sv[0] > idle[0] ? sv[0] : idle[0];
+  CO_EQ(legacy_select(top + 1, &rd, NULL, &ex, &tv), 2);
+  pthread_join(th, NULL);
+  CO_EQ(c.sent, 1);
+  CO_CHECK(FD_ISSET(sv[0], &rd) && FD_ISSET(sv[0], &ex) && !FD_ISSET(idle[0], &rd));
+}
+
+static void poll_while_closed(nfds_t nfds)
+{
+  int sv[2], idle[2];
+  CO_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  CO_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, idle), 0);
+  struct closer c = {.poller = rt_blocker_self(), .fd = sv[0], .peer = sv[1], .sent = -2};
+  pthread_t th;
+  CO_EQ(pthread_create(&th, NULL, close_when_polled, &c), 0);
+  struct pollfd fds[2] = {{.fd = sv[0], .events = POLLIN}, {.fd = idle[0], .events = POLLIN}};
+  CO_EQ(legacy_poll(fds, nfds, 20000), 1);
+  pthread_join(th, NULL);
+  CO_EQ(c.sent, 1);
+  CO_EQ(fds[0].revents, POLLNVAL);
+  CO_EQ(fds[1].revents, 0);
+  close(sv[1]);
+  CO_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  select_while_closed((int)nfds, sv, idle);
+  close(sv[1]);
+  close(idle[0]);
+  close(idle[1]);
+}
+
+static void *poll_while_closed_main(void *arg)
+{
+  (void)arg;
+  poll_while_closed(1);
+  poll_while_closed(2);
+  return NULL;
+}
+
+Test(hook, a_descriptor_closed_while_polled_is_pollnval_once_woken, .timeout = 120)
+{
+  poll_while_closed(1);
+  poll_while_closed(2);
+  rt_assert_clean();
+  rt_run(1, poll_while_closed_main, NULL);
+  rt_assert_clean();
+}
+
+/* ---- a poll leaves record locks alone ----------------------------------------------------- */
+
+/* The process's POSIX record locks (fcntl's F_SETLK, lockf) on a file go
+ * with the first close(2) of any of its descriptors: a poll, which closes
+ * none, leaves them - also the hooked poll of several descriptors, which
+ * waits in an epoll instance. The lock here is on a FIFO (not ready, so
+ * the poll waits); another open of it (an open file description of its
+ * own) sees it with F_OFD_GETLK. */
+static void *lock_survives_main(void *arg)
+{
+  (void)arg;
+  char dir[] = "/tmp/weft_hook_lockXXXXXX", path[64];
+  CO_CHECK(mkdtemp(dir) != NULL);
+  snprintf(path, sizeof(path), "%s/fifo", dir);
+  CO_EQ(mkfifo(path, 0600), 0);
+  int fifo = open(path, O_RDWR | O_CLOEXEC), other = open(path, O_RDWR | O_CLOEXEC);
+  CO_CHECK(fifo >= 0 && other >= 0);
+  struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+  CO_EQ(fcntl(fifo, F_SETLK, &lk), 0);
+  int q[2];
+  CO_EQ(io_pipe(q), 0);
+  struct late_writer w = {.fd = q[1], .rt = weft_runtime_current()};
+  pthread_t th;
+  CO_EQ(pthread_create(&th, NULL, write_late, &w), 0);
+  struct pollfd two[2] = {{.fd = fifo, .events = POLLIN}, {.fd = q[0], .events = POLLIN}};
+  CO_EQ(legacy_poll(two, 2, -1), 1);
+  pthread_join(th, NULL);
+  CO_CHECK(w.waited);
+  struct flock seen = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+  CO_EQ(fcntl(other, F_OFD_GETLK, &seen), 0);
+  CO_EQ(seen.l_type, F_WRLCK); /* still held */
+  close(other);
+  close(fifo);
+  io_close_pipe(q);
+  unlink(path);
+  rmdir(dir);
+  return NULL;
+}
+
+Test(hook, a_poll_leaves_record_locks_alone, .timeout = 30)
+{
+  rt_run(1, lock_survives_main, NULL);
   rt_assert_clean();
 }
