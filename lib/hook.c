@@ -53,6 +53,14 @@
  * meanwhile (the list is the caller's to free); one that never started gives
  * EAI_SYSTEM with errno ECANCELED or ETIMEDOUT.
  *
+ * A pointer the process cannot read is the kernel's EFAULT, as for libc,
+ * where the kernel sees it first: the buffers, the poll array, msghdrs,
+ * iovecs, epoll's events. A few arguments are read in user space first
+ * (weft needs them before any system call), and there such a pointer is
+ * a SIGSEGV in a coroutine where libc says EFAULT: ppoll's and pselect's
+ * timespec, select's sets and timeval, nanosleep's request, recvfrom's
+ * address length, and sendmsg's msghdr with MSG_FASTOPEN.
+ *
  * What stays as it was: stdio (glibc calls read and write inside itself, not
  * through these symbols), ppoll, pselect and epoll_pwait given a signal mask
  * (the mask is the shard thread's, shared by every coroutine on it: they
@@ -477,7 +485,10 @@ HOOK ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
   /* No msghdr: libc's EFAULT (the MSG_FASTOPEN check below reads it). */
   if (!in_coroutine() || !msg || never_waits(fd, flags))
     return CALL_NEXT(sendmsg, fd, msg, flags);
-  int c = fastopen_connect(fd, msg->msg_name, msg->msg_namelen, &flags);
+  /* Nothing here reads msg before the kernel has taken it (an unreadable
+   * one is its EFAULT, as for libc) - but a MSG_FASTOPEN's address. */
+  int c = flags & MSG_FASTOPEN ? fastopen_connect(fd, msg->msg_name, msg->msg_namelen, &flags)
+                               : 0;
   if (c < 0)
     return libc_result(c);
   /* Control data (descriptors, credentials) goes with the first round
@@ -486,7 +497,9 @@ HOOK ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
   do
     r = weft_sendmsg(fd, msg, flags);
   while (sq_was_full(r));
-  return write_rest(fd, msg->msg_iov, r >= 0 ? msg->msg_iovlen : 0, r, flags);
+  if (r < 0)
+    return libc_result(r); /* msg may be unreadable: EFAULT */
+  return write_rest(fd, msg->msg_iov, msg->msg_iovlen, r, flags);
 }
 
 /* weft_accept always asks for SOCK_CLOEXEC; accept(2) gives exactly the

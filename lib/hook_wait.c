@@ -80,31 +80,28 @@ static int poll_nothing(int64_t deadline)
   }
 }
 
-/* One descriptor: a weft_poll, then poll(2) without waiting says what is
- * ready - as poll(2), woken, looks at its descriptors again. io_uring's
- * poll holds the file it waits for, as poll(2) does: a close(2) of the
- * descriptor meanwhile does not end the wait, and the file's wake-up then
- * finds the descriptor closed (POLLNVAL) or another file there; if that
- * one is not ready, the wait goes on. A bad descriptor is POLLNVAL, as
- * poll(2) says it. With no time left (a timeout of 0), poll(2) itself
- * answers: weft_poll with a passed deadline would not even ask. */
+/* One descriptor, not ready at the first look: a weft_poll, then poll(2)
+ * without waiting says what is ready - as poll(2), woken, looks at its
+ * descriptors again. io_uring's poll holds the file it waits for, as
+ * poll(2) does: a close(2) of the descriptor meanwhile does not end the
+ * wait, and the file's wake-up then finds the descriptor closed (POLLNVAL)
+ * or another file there; if that one is not ready, the wait goes on. */
 static int poll_one(struct pollfd *p, int64_t deadline)
 {
   for (;;) {
-    bool time_left = deadline < 0 || deadline > weft_now();
-    if (time_left) {
-      p->revents = 0;
-      int r = wait_ready(p->fd, p->events, deadline);
-      if (r == -EBADF) {
-        p->revents = POLLNVAL;
-        return 1;
-      }
-      if (r <= 0)
-        return r;
+    p->revents = 0;
+    int r = wait_ready(p->fd, p->events, deadline);
+    if (r == -EBADF) {
+      p->revents = POLLNVAL;
+      return 1;
     }
-    int n = (int)CALL_NEXT(poll, p, 1, 0);
-    if (n != 0 || !time_left)
-      return n < 0 ? -errno : n;
+    if (r <= 0)
+      return r;
+    r = (int)CALL_NEXT(poll, p, 1, 0);
+    if (r != 0)
+      return r < 0 ? -errno : r;
+    if (deadline >= 0 && deadline <= weft_now())
+      return 0;
   }
 }
 
@@ -177,25 +174,12 @@ static int watch(int ep, const struct pollfd *fds, nfds_t i, int *below)
   return -1;
 }
 
-/* Several: ask poll(2) without waiting, which also takes the array (EFAULT,
- * EINVAL); then a cancel or a passed deadline scope fails the call, ready
- * or not (cannot_start), with every revents 0, as an interrupted poll(2)
- * leaves them. If none is ready, wait in weft_poll for an epoll instance
- * holding them all (readable once any of them has an event), and ask
- * again - as poll(2), woken, looks at its descriptors again. */
+/* Several, none ready at the first look: wait in weft_poll for an epoll
+ * instance holding them all (readable once any of them has an event), and
+ * ask again - as poll(2), woken, looks at its descriptors again. */
 static int poll_many(struct pollfd *fds, nfds_t n, int64_t deadline)
 {
-  int r = (int)CALL_NEXT(poll, fds, n, 0);
-  if (r < 0)
-    return -errno;
-  int c = cannot_start(deadline);
-  if (c < 0) {
-    for (nfds_t i = 0; i < n; i++)
-      fds[i].revents = 0;
-    return c;
-  }
-  if (r != 0 || (deadline >= 0 && deadline <= weft_now()))
-    return r;
+  int r;
   int ep = epoll_create1(EPOLL_CLOEXEC);
   if (ep < 0)
     return -errno;
@@ -230,20 +214,33 @@ static int poll_many(struct pollfd *fds, nfds_t n, int64_t deadline)
   return r;
 }
 
-/* poll(2) in a coroutine: the number of ready entries, or -errno. Nothing
- * is written to fds before poll(2) has taken them: an array it refuses
- * (NULL, or more entries than the open-file limit) is EFAULT or EINVAL from
- * poll_many's first poll(2), as libc says it, and left as it was. */
+/* Some descriptors: ask poll(2) without waiting first, which takes the
+ * array as libc's poll does - nothing here reads or writes it before: one
+ * it refuses (NULL, unreadable, more entries than the open-file limit) is
+ * EFAULT or EINVAL, and left as it was. Then a cancel or a passed deadline
+ * scope fails the call, ready or not (cannot_start), with every revents
+ * 0, as an interrupted poll(2) leaves them. */
+static int poll_some(struct pollfd *fds, nfds_t n, int64_t deadline)
+{
+  int r = (int)CALL_NEXT(poll, fds, n, 0);
+  if (r < 0)
+    return -errno;
+  int c = cannot_start(deadline);
+  if (c < 0) {
+    for (nfds_t i = 0; i < n; i++)
+      fds[i].revents = 0;
+    return c;
+  }
+  if (r != 0 || (deadline >= 0 && deadline <= weft_now()))
+    return r;
+  return n == 1 && fds[0].fd >= 0 ? poll_one(&fds[0], deadline) : poll_many(fds, n, deadline);
+}
+
+/* poll(2) in a coroutine: the number of ready entries, or -errno. */
 static int poll_until(struct pollfd *fds, nfds_t n, int64_t deadline)
 {
   int saved = errno;
-  int r;
-  if (n == 0)
-    r = poll_nothing(deadline);
-  else if (n == 1 && fds && fds[0].fd >= 0)
-    r = poll_one(&fds[0], deadline);
-  else
-    r = poll_many(fds, n, deadline);
+  int r = n == 0 ? poll_nothing(deadline) : poll_some(fds, n, deadline);
   errno = saved;
   return r;
 }

@@ -23,6 +23,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -272,7 +273,9 @@ Test(hook, recvmsg_makes_descriptors_close_on_exec_only_when_asked, .timeout = 3
 /* ---- no message at all ------------------------------------------------------------------ */
 
 /* sendmsg and recvmsg given no msghdr: EFAULT, as libc says it (on a plain
- * thread here first) - not a crash in the hook. */
+ * thread here first) - not a crash in the hook. So is a msghdr, or a poll
+ * array, the process cannot read (a page without access): the kernel,
+ * which sees it first for libc, says EFAULT. */
 static void no_msghdr(int sock)
 {
   errno = 0;
@@ -281,6 +284,23 @@ static void no_msghdr(int sock)
   errno = 0;
   CO_EQ(recvmsg(sock, NULL, MSG_DONTWAIT), -1);
   CO_EQ(errno, EFAULT);
+  void *none = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CO_CHECK(none != MAP_FAILED);
+  if (none == MAP_FAILED)
+    return;
+  errno = 0;
+  CO_EQ(sendmsg(sock, none, 0), -1);
+  CO_EQ(errno, EFAULT);
+  errno = 0;
+  CO_EQ(recvmsg(sock, none, 0), -1);
+  CO_EQ(errno, EFAULT);
+  errno = 0;
+  CO_EQ(poll(none, 1, -1), -1);
+  CO_EQ(errno, EFAULT);
+  errno = 0;
+  CO_EQ(ppoll(none, 1, NULL, NULL), -1);
+  CO_EQ(errno, EFAULT);
+  munmap(none, 4096);
 }
 
 static void *no_msghdr_main(void *arg)
@@ -289,7 +309,7 @@ static void *no_msghdr_main(void *arg)
   return NULL;
 }
 
-Test(hook, sendmsg_and_recvmsg_without_a_msghdr_are_efault, .timeout = 30)
+Test(hook, sendmsg_recvmsg_and_poll_given_no_memory_are_efault, .timeout = 30)
 {
   int sv[2];
   cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
