@@ -80,6 +80,30 @@ static int poll_nothing(int64_t deadline)
   }
 }
 
+/* A wait without an epoll instance, where none can be had or it cannot
+ * hold every descriptor (EMFILE, ENFILE, ENOMEM, ENOSPC): poll(2) never
+ * fails for that, nor stops watching a descriptor. So ask it again and
+ * again, without waiting, with sleeps between that grow from 1 ms to
+ * 64 ms. The number of ready entries, 0 at the deadline, or -errno (a
+ * cancel, a deadline scope, no room for a timer). */
+static int poll_by_looking(struct pollfd *fds, nfds_t n, int64_t deadline)
+{
+  int64_t pause = WEFT_MSEC;
+  for (;;) {
+    int64_t until = after(pause);
+    int r = weft_sleep_until(deadline >= 0 && deadline < until ? deadline : until);
+    if (r < 0)
+      return r;
+    r = (int)CALL_NEXT(poll, fds, n, 0);
+    if (r != 0)
+      return r < 0 ? -errno : r;
+    if (deadline >= 0 && deadline <= weft_now())
+      return 0;
+    if (pause < 64 * WEFT_MSEC)
+      pause *= 2;
+  }
+}
+
 /* One descriptor, not ready at the first look: a weft_poll, then poll(2)
  * without waiting says what is ready - as poll(2), woken, looks at its
  * descriptors again. io_uring's poll holds the file it waits for, as
@@ -95,6 +119,10 @@ static int poll_one(struct pollfd *p, int64_t deadline)
       p->revents = POLLNVAL;
       return 1;
     }
+    /* weft_poll's own wait in an epoll instance (a socket shut down by its
+     * peer, say) had none */
+    if (r == -EMFILE || r == -ENFILE || r == -ENOSPC)
+      return poll_by_looking(p, 1, deadline);
     if (r <= 0)
       return r;
     r = (int)CALL_NEXT(poll, p, 1, 0);
@@ -145,7 +173,7 @@ static bool maybe_locked(int fd)
  * leave it to its timeout - and so for a descriptor that may hold record
  * locks (maybe_locked), whose duplicate's close would drop them. Returns
  * the duplicate, to close once the wait is over, or -1. */
-static int watch(int ep, const struct pollfd *fds, nfds_t i, int *below)
+static int watch(int ep, const struct pollfd *fds, nfds_t i, int *below, bool *unwatched)
 {
   int fd = fds[i].fd;
   if (fd < 0)
@@ -164,8 +192,13 @@ static int watch(int ep, const struct pollfd *fds, nfds_t i, int *below)
   }
   /* Refused (EPERM: a regular file, always ready) or gone (EBADF): the
    * next poll(2) reports it. Without a duplicate, a descriptor listed
-   * twice waits for the events of every entry. */
-  if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0 && errno == EEXIST) {
+   * twice waits for the events of every entry. No room (ENOMEM, or
+   * ENOSPC: the user's fs.epoll.max_user_watches): *unwatched. */
+  if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
+    if (errno == ENOMEM || errno == ENOSPC)
+      *unwatched = true;
+    if (errno != EEXIST)
+      return -1;
     for (nfds_t k = 0; k < i; k++)
       if (fds[k].fd == fd)
         ev.events |= (uint32_t)(unsigned short)fds[k].events;
@@ -179,22 +212,25 @@ static int watch(int ep, const struct pollfd *fds, nfds_t i, int *below)
  * ask again - as poll(2), woken, looks at its descriptors again. */
 static int poll_many(struct pollfd *fds, nfds_t n, int64_t deadline)
 {
-  int r;
+  int r = 0;
   int ep = epoll_create1(EPOLL_CLOEXEC);
   if (ep < 0)
-    return -errno;
+    return poll_by_looking(fds, n, deadline);
   /* Without room for the duplicates, the descriptors themselves. */
   int *held = malloc(sizeof(*held) * n);
   struct rlimit rl;
   int below = held && getrlimit(RLIMIT_NOFILE, &rl) == 0
                   ? (int)((rl.rlim_cur < (rlim_t)INT_MAX ? rl.rlim_cur : INT_MAX) / 2)
                   : 0;
+  bool unwatched = false;
   for (nfds_t i = 0; i < n; i++) {
-    int d = watch(ep, fds, i, &below);
+    int d = watch(ep, fds, i, &below, &unwatched);
     if (held)
       held[i] = d;
   }
-  for (;;) {
+  if (unwatched)
+    r = poll_by_looking(fds, n, deadline);
+  while (!unwatched) {
     r = wait_ready(ep, POLLIN, deadline);
     if (r <= 0)
       break;

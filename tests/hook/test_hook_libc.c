@@ -693,3 +693,43 @@ Test(hook, a_poll_leaves_record_locks_alone, .timeout = 30)
   rt_run(1, lock_survives_main, NULL);
   rt_assert_clean();
 }
+
+/* ---- a poll at the open-file limit ------------------------------------------------------ */
+
+/* poll(2) needs no descriptor of its own, and never says EMFILE: neither
+ * may the hooked poll of several descriptors, whose epoll instance is one,
+ * in a process with no descriptor left. */
+static void *poll_at_fd_limit_main(void *arg)
+{
+  (void)arg;
+  int p[2], q[2];
+  CO_EQ(io_pipe(p), 0);
+  CO_EQ(io_pipe(q), 0);
+  int lowest = fcntl(p[0], F_DUPFD_CLOEXEC, 0); /* the next descriptor a call would get */
+  CO_CHECK(lowest >= 0);
+  close(lowest);
+  struct rlimit old, none;
+  CO_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  none = old;
+  none.rlim_cur = (rlim_t)lowest;
+  CO_EQ(setrlimit(RLIMIT_NOFILE, &none), 0);
+  struct late_writer w = {.fd = q[1], .rt = weft_runtime_current()};
+  pthread_t th;
+  CO_EQ(pthread_create(&th, NULL, write_late, &w), 0);
+  struct pollfd two[2] = {{.fd = p[0], .events = POLLIN}, {.fd = q[0], .events = POLLIN}};
+  int r = legacy_poll(two, 2, -1);
+  CO_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+  CO_EQ(r, 1);
+  CO_EQ(two[1].revents, POLLIN);
+  pthread_join(th, NULL);
+  CO_CHECK(w.waited);
+  io_close_pipe(p);
+  io_close_pipe(q);
+  return NULL;
+}
+
+Test(hook, a_poll_at_the_open_file_limit_still_waits, .timeout = 30)
+{
+  rt_run(1, poll_at_fd_limit_main, NULL);
+  rt_assert_clean();
+}
