@@ -518,7 +518,15 @@ HOOK int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct time
 /* epoll_wait(2) in a coroutine: unless a cancel or a passed deadline scope
  * fails it first (cannot_start), ask without waiting (which also checks the
  * arguments); if nothing is ready, wait in weft_poll for the epoll instance
- * itself - readable once any descriptor in it has an event - and ask again. */
+ * itself - readable once any descriptor in it has an event - and ask again.
+ *
+ * Unlike epoll_wait(2), which keeps the instance it was given for the
+ * whole call, the second look goes by the descriptor: an instance whose
+ * descriptor another coroutine or thread closes meanwhile is EBADF once an
+ * event wakes the wait (epoll_wait(2) returns the event), or the look
+ * reaches whatever the number names by then. Holding a duplicate would
+ * cost two more system calls on every wait of an event loop, for code
+ * that closes an epoll instance it still waits on. */
 static int epoll_until(int ep, struct epoll_event *ev, int max, int64_t deadline)
 {
   int r = cannot_start(deadline);
