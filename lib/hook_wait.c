@@ -3,14 +3,13 @@
  * libweft-hook, the waits for readiness: poll, ppoll, select, pselect,
  * epoll_wait and epoll_pwait (and the fortified __poll_chk and __ppoll_chk)
  * in a coroutine wait as weft does (weft_poll),
- * with libc's results. As poll(2) and select(2), a wait holds the files it
- * waits for: a close(2) of a descriptor meanwhile does not end it, and the
- * file's wake-up finds the descriptor closed (POLLNVAL; ready, to select) -
- * except, in a wait for several descriptors, one opened by a path (a file,
- * FIFO, device or terminal), or one past half the open-file limit (see
- * watch): its close(2) takes it out of the wait, which goes on to its
- * timeout or another descriptor's event. The rest of the hook, and what it
- * promises, is in hook.c.
+ * with libc's results. As poll(2) and select(2), a wait for one descriptor
+ * holds its file: a close(2) of the descriptor meanwhile does not end it,
+ * and the file's wake-up finds the descriptor closed (POLLNVAL; ready, to
+ * select). A wait for several does not (see watch): a close(2) of one of
+ * them takes its file out of the wait, which goes on to its timeout or
+ * another descriptor's event. The rest of the hook, and what it promises,
+ * is in hook.c.
  */
 #include "hook_internal.h"
 
@@ -142,69 +141,37 @@ static void drain(int ep)
     ;
 }
 
-/* Whether fd may be a file with the process's POSIX record locks on it
- * (fcntl's F_SETLK, lockf): a close(2) of any descriptor of the file drops
- * them, that of a duplicate too. Those are files opened by a path
- * (regular files, FIFOs, devices and terminals); sockets, pipes, eventfds
- * and the like are not. */
-static bool maybe_locked(int fd)
-{
-  int by_path = path_open_flags();
-  int saved = errno;
-  int fl = fcntl(fd, F_GETFL);
-  errno = saved;
-  return !by_path || fl < 0 || (fl & by_path);
-}
-
-/* Adds fds[i] to ep, as a duplicate of its descriptor where one can be
- * had: poll(2) holds the files it waits for, so that a close(2) of a
- * descriptor meanwhile does not end the wait, nor remove the file from it
- * - the file stays open, and a wake-up from it finds the descriptor closed
- * (POLLNVAL). An epoll instance holds no file: the duplicate does. Entries
- * are edge-triggered: a wake-up of a file whose descriptor now names
- * another file, not ready, must not make ep readable for ever.
- *
- * The duplicates take descriptors poll(2) does not: they stop at the first
- * whose number reaches *below (then 0), so that a process near its
- * open-file limit keeps its room (descriptors are handed out lowest
- * first: half of the table stays free for its other threads and
- * coroutines). Past that, and wherever a duplicate cannot be had, ep holds
- * the descriptor itself, and a close(2) meanwhile can end the wait, or
- * leave it to its timeout - and so for a descriptor that may hold record
- * locks (maybe_locked), whose duplicate's close would drop them. Returns
- * the duplicate, to close once the wait is over, or -1. */
-static int watch(int ep, const struct pollfd *fds, nfds_t i, int *below, bool *unwatched)
+/* Adds fds[i] to ep. An epoll instance holds no file, unlike poll(2): a
+ * close(2) of the descriptor while the poll waits takes the file out of
+ * the wait (where it was the file's last descriptor), which goes on to
+ * another descriptor's event or its timeout, where poll(2) would keep it
+ * and say POLLNVAL once it woke. Holding a duplicate of each descriptor
+ * would match that, for three more system calls per descriptor on every
+ * wait (and a duplicate's close would drop the process's record locks on
+ * a file): too much for code that closes what another thread polls, which
+ * poll(2) and select(2) leave unspecified. Entries are edge-triggered: a
+ * wake-up of a file whose descriptor now names another file, not ready,
+ * must not keep ep readable for ever. No room (ENOMEM, or ENOSPC: the
+ * user's fs.epoll.max_user_watches): *unwatched. */
+static void watch(int ep, const struct pollfd *fds, nfds_t i, bool *unwatched)
 {
   int fd = fds[i].fd;
   if (fd < 0)
-    return -1;
+    return;
   struct epoll_event ev = {.events = (uint32_t)(unsigned short)fds[i].events | EPOLLET};
-  int held = *below > 0 && !maybe_locked(fd) ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
-  if (held >= *below) {
-    close(held);
-    held = -1;
-    *below = 0;
-  }
-  if (held >= 0) {
-    if (epoll_ctl(ep, EPOLL_CTL_ADD, held, &ev) == 0)
-      return held;
-    close(held);
-  }
   /* Refused (EPERM: a regular file, always ready) or gone (EBADF): the
-   * next poll(2) reports it. Without a duplicate, a descriptor listed
-   * twice waits for the events of every entry. No room (ENOMEM, or
-   * ENOSPC: the user's fs.epoll.max_user_watches): *unwatched. */
+   * next poll(2) reports it. A descriptor listed twice waits for the
+   * events of every entry. */
   if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
     if (errno == ENOMEM || errno == ENOSPC)
       *unwatched = true;
     if (errno != EEXIST)
-      return -1;
+      return;
     for (nfds_t k = 0; k < i; k++)
       if (fds[k].fd == fd)
         ev.events |= (uint32_t)(unsigned short)fds[k].events;
     epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev);
   }
-  return -1;
 }
 
 /* Several, none ready at the first look: wait in weft_poll for an epoll
@@ -216,18 +183,9 @@ static int poll_many(struct pollfd *fds, nfds_t n, int64_t deadline)
   int ep = epoll_create1(EPOLL_CLOEXEC);
   if (ep < 0)
     return poll_by_looking(fds, n, deadline);
-  /* Without room for the duplicates, the descriptors themselves. */
-  int *held = malloc(sizeof(*held) * n);
-  struct rlimit rl;
-  int below = held && getrlimit(RLIMIT_NOFILE, &rl) == 0
-                  ? (int)((rl.rlim_cur < (rlim_t)INT_MAX ? rl.rlim_cur : INT_MAX) / 2)
-                  : 0;
   bool unwatched = false;
-  for (nfds_t i = 0; i < n; i++) {
-    int d = watch(ep, fds, i, &below, &unwatched);
-    if (held)
-      held[i] = d;
-  }
+  for (nfds_t i = 0; i < n; i++)
+    watch(ep, fds, i, &unwatched);
   if (unwatched)
     r = poll_by_looking(fds, n, deadline);
   while (!unwatched) {
@@ -243,10 +201,6 @@ static int poll_many(struct pollfd *fds, nfds_t n, int64_t deadline)
     }
   }
   close(ep);
-  for (nfds_t i = 0; held && i < n; i++)
-    if (held[i] >= 0)
-      close(held[i]);
-  free(held);
   return r;
 }
 

@@ -587,9 +587,18 @@ static void *close_when_polled(void *arg)
  * a byte still comes to it - and the poll, woken, looks at the descriptor
  * again and says POLLNVAL; select(2) says it ready in every set it is
  * in. The hooked poll of one descriptor (io_uring's poll holds the file
- * too) and of several (an epoll instance, which holds none) must do the
- * same. On a plain thread here first, then in a coroutine; nfds 1 and 2.
- * The timeout only ends a wait that would otherwise last for ever. */
+ * too) must do the same. On a plain thread here first, then in a
+ * coroutine; nfds 1 and 2. The hooked poll of several waits in an epoll
+ * instance, which holds no file (hook_wait.c says why): there the close
+ * takes the file out of the wait, the peer's send fails and the wait runs
+ * to its timeout, as the hook's header says. The 20 s timeout only ends a
+ * wait that would otherwise last for ever; the documented difference is
+ * shown with a short one. */
+static bool closes_end_the_wait(nfds_t nfds)
+{
+  return nfds > 1 && weft_task_self() != NULL;
+}
+
 static void select_while_closed(int nfds, int sv[2], int idle[2])
 {
   fd_set rd, ex;
@@ -602,12 +611,14 @@ static void select_while_closed(int nfds, int sv[2], int idle[2])
   struct closer c = {.poller = rt_blocker_self(), .fd = sv[0], .peer = sv[1], .sent = -2};
   pthread_t th;
   CO_EQ(pthread_create(&th, NULL, close_when_polled, &c), 0);
-  struct timeval tv = {20, 0};
+  bool ends = closes_end_the_wait((nfds_t)nfds);
+  struct timeval tv = {ends ? 0 : 20, ends ? 200000 : 0};
   int top = sv[0] > idle[0] ? sv[0] : idle[0];
-  CO_EQ(legacy_select(top + 1, &rd, NULL, &ex, &tv), 2);
+  CO_EQ(legacy_select(top + 1, &rd, NULL, &ex, &tv), ends ? 0 : 2);
   pthread_join(th, NULL);
-  CO_EQ(c.sent, 1);
-  CO_CHECK(FD_ISSET(sv[0], &rd) && FD_ISSET(sv[0], &ex) && !FD_ISSET(idle[0], &rd));
+  CO_EQ(c.sent, ends ? -1 : 1);
+  if (!ends)
+    CO_CHECK(FD_ISSET(sv[0], &rd) && FD_ISSET(sv[0], &ex) && !FD_ISSET(idle[0], &rd));
 }
 
 static void poll_while_closed(nfds_t nfds)
@@ -619,10 +630,11 @@ static void poll_while_closed(nfds_t nfds)
   pthread_t th;
   CO_EQ(pthread_create(&th, NULL, close_when_polled, &c), 0);
   struct pollfd fds[2] = {{.fd = sv[0], .events = POLLIN}, {.fd = idle[0], .events = POLLIN}};
-  CO_EQ(legacy_poll(fds, nfds, 20000), 1);
+  bool ends = closes_end_the_wait(nfds);
+  CO_EQ(legacy_poll(fds, nfds, ends ? 200 : 20000), ends ? 0 : 1);
   pthread_join(th, NULL);
-  CO_EQ(c.sent, 1);
-  CO_EQ(fds[0].revents, POLLNVAL);
+  CO_EQ(c.sent, ends ? -1 : 1);
+  CO_EQ(fds[0].revents, ends ? 0 : POLLNVAL);
   CO_EQ(fds[1].revents, 0);
   close(sv[1]);
   CO_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
