@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The extension API (include/weft/uring.h) on the op primitive. */
 #include "op.h"
+#include "uring_compat.h"
 
 #include "weft/uring.h"
 
@@ -107,11 +108,51 @@ static bool handed_out(weft__shard *sh, struct io_uring_sqe **sqes, unsigned n)
   return true;
 }
 
+/* Whether sqe asks for a multishot op: one that posts CQEs (with
+ * IORING_CQE_F_MORE) until it ends, by opcode and flag as the kernel's uapi
+ * defines them. weft_uring_wait cannot take one: it would keep only the
+ * last CQE's result - losing what the others carried, an accepted
+ * descriptor, say - and a poll or timeout of it might never end. */
+static bool multishot(const struct io_uring_sqe *sqe)
+{
+  switch (sqe->opcode) {
+  case IORING_OP_ACCEPT:
+    return sqe->ioprio & IORING_ACCEPT_MULTISHOT;
+  case IORING_OP_RECV:
+  case IORING_OP_RECVMSG:
+    return sqe->ioprio & IORING_RECV_MULTISHOT;
+  case IORING_OP_POLL_ADD:
+    return sqe->len & IORING_POLL_ADD_MULTI;
+  case IORING_OP_TIMEOUT:
+    return sqe->timeout_flags & IORING_TIMEOUT_MULTISHOT;
+  case IORING_OP_URING_CMD:
+  case IORING_OP_URING_CMD128:
+    return sqe->uring_cmd_flags & IORING_URING_CMD_MULTISHOT;
+  case IORING_OP_READ_MULTISHOT:
+  case IORING_OP_RECV_ZC:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/* The arguments of weft_uring_wait are the SQEs handed out, none of them
+ * multishot. */
+static bool takes(weft__shard *sh, struct io_uring_sqe **sqes, unsigned n)
+{
+  if (!handed_out(sh, sqes, n))
+    return false;
+  for (unsigned i = 0; i < n; i++)
+    if (multishot(sqes[i]))
+      return false;
+  return true;
+}
+
 int weft_uring_wait(struct io_uring_sqe **sqes, unsigned n, unsigned *cqe_flags, int64_t deadline)
 {
   weft__shard *sh = weft__shard_self();
   weft__op op;
-  int r = handed_out(sh, sqes, n) ? weft__op_prepare(&op, deadline) : -EINVAL;
+  int r = takes(sh, sqes, n) ? weft__op_prepare(&op, deadline) : -EINVAL;
   if (r < 0) {
     abandon_handed_out(sh);
     return r;

@@ -25,4 +25,24 @@
 #define IORING_OP_FTRUNCATE 55
 #endif
 
+/* Multishot ops and flags (include/weft/uring.h refuses them in
+ * weft_uring_wait): a multishot timeout (kernel 6.4), a multishot read
+ * (6.7), a zero-copy receive, multishot whatever its flags (6.15), a
+ * multishot uring_cmd, of either SQE size (6.18, 6.19). */
+#ifndef IORING_TIMEOUT_MULTISHOT
+#define IORING_TIMEOUT_MULTISHOT (1U << 6)
+#endif
+#ifndef IORING_OP_READ_MULTISHOT
+#define IORING_OP_READ_MULTISHOT 49
+#endif
+#ifndef IORING_OP_RECV_ZC
+#define IORING_OP_RECV_ZC 58
+#endif
+#ifndef IORING_OP_URING_CMD128
+#define IORING_OP_URING_CMD128 64
+#endif
+#ifndef IORING_URING_CMD_MULTISHOT
+#define IORING_URING_CMD_MULTISHOT (1U << 1)
+#endif
+
 #endif

@@ -35,10 +35,16 @@
  * (deadline, cancellation).
  *
  * weft_uring_wait is for ops that post one CQE per SQE. A multishot SQE
- * (a multishot poll, accept, recv or timeout) goes to
- * weft_uring_multishot_begin below: weft_uring_wait would keep only its
- * last CQE's result, and whatever the others carried (an accepted
- * descriptor, say) would be lost.
+ * goes to weft_uring_multishot_begin below: weft_uring_wait would keep only
+ * its last CQE's result, whatever the others carried (an accepted
+ * descriptor, say) would be lost, and a multishot poll might never end. So
+ * weft_uring_wait refuses one (-EINVAL, nothing submitted), alone or in a
+ * chain: IORING_OP_ACCEPT with IORING_ACCEPT_MULTISHOT, IORING_OP_RECV or
+ * _RECVMSG with IORING_RECV_MULTISHOT (in sqe->ioprio), IORING_OP_POLL_ADD
+ * with IORING_POLL_ADD_MULTI (in sqe->len), IORING_OP_TIMEOUT with
+ * IORING_TIMEOUT_MULTISHOT, IORING_OP_URING_CMD with
+ * IORING_URING_CMD_MULTISHOT, IORING_OP_READ_MULTISHOT and
+ * IORING_OP_RECV_ZC.
  *
  * Provided buffers: buffer group ids 0 to 32767 are the caller's to provide
  * (IORING_OP_PROVIDE_BUFFERS) and select from (IOSQE_BUFFER_SELECT); weft's
@@ -77,9 +83,9 @@ WEFT_API struct io_uring_sqe *weft_uring_sqe(void);
  * the CQE that gave it in *cqe_flags (if not NULL). -EINVAL unless sqes
  * holds exactly the SQEs weft_uring_sqe handed out since the last call that
  * took some (n == 0, a NULL array or element, one missing or twice, one
- * from elsewhere); -EPERM on a plain thread; -ENOMEM with a deadline (its
- * own or a deadline scope's) when the shard's timer heap cannot grow to hold
- * its timer. If the call fails before submitting (-EINVAL, -EPERM, -ENOMEM,
+ * from elsewhere), or when one of them is multishot (see above); -EPERM on
+ * a plain thread; -ENOMEM with a deadline (its own or a deadline scope's)
+ * when the shard's timer heap cannot grow to hold its timer. If the call fails before submitting (-EINVAL, -EPERM, -ENOMEM,
  * -ECANCELED, -ETIMEDOUT for a deadline already passed) every SQE handed out
  * is turned into a NOP: nothing prepared for a call that failed ever runs. */
 WEFT_API int weft_uring_wait(struct io_uring_sqe **sqes, unsigned n, unsigned *cqe_flags,

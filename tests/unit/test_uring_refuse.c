@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Suite "uring", continued: what each call refuses. weft_uring_wait is for
+ * ops that post one CQE per SQE (a zero-copy send's notification aside): a
+ * multishot SQE - alone or in a chain - is refused with -EINVAL before
+ * anything is submitted, every SQE handed out turned into a NOP (kept, a
+ * multishot accept took connections and kept only the last descriptor, a
+ * multishot poll never ended). weft_uring_multishot_begin takes a
+ * single-shot SQE: its one CQE is handed out, then the op has ended.
+ */
+#include "rt_internal.h"
+#include "uring_test.h"
+
+#include "uring_compat.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+/* ---- multishot SQEs refused by weft_uring_wait ------------------------------------ */
+
+enum ms_kind { MS_POLL, MS_ACCEPT, MS_RECV, MS_RECVMSG, MS_TIMEOUT, MS_READ, MS_RECV_ZC,
+               MS_URING_CMD, MS_KINDS };
+
+static const char *const ms_name[MS_KINDS] = {"poll", "accept", "recv", "recvmsg", "timeout",
+                                              "read", "recv_zc", "uring_cmd"};
+
+/* Prepares sqe as a multishot op of the given kind on fd (a socket or a
+ * pipe's read end; not every kind fits every descriptor: the call must
+ * refuse before the kernel sees it anyway). */
+static void prep_multishot(struct io_uring_sqe *sqe, enum ms_kind kind, int fd,
+                           struct __kernel_timespec *ts, struct msghdr *msg)
+{
+  switch (kind) {
+  case MS_POLL:
+    io_uring_prep_poll_multishot(sqe, fd, POLLIN);
+    break;
+  case MS_ACCEPT:
+    io_uring_prep_multishot_accept(sqe, fd, NULL, NULL, SOCK_CLOEXEC);
+    break;
+  case MS_RECV:
+    io_uring_prep_recv_multishot(sqe, fd, NULL, 0, 0);
+    sqe->flags |= IOSQE_BUFFER_SELECT;
+    sqe->buf_group = 7;
+    break;
+  case MS_RECVMSG:
+    io_uring_prep_recvmsg_multishot(sqe, fd, msg, 0);
+    sqe->flags |= IOSQE_BUFFER_SELECT;
+    sqe->buf_group = 7;
+    break;
+  case MS_TIMEOUT:
+    io_uring_prep_timeout(sqe, ts, 0, IORING_TIMEOUT_MULTISHOT);
+    break;
+  case MS_READ: /* io_uring_prep_read_multishot is newer than liburing 2.3 */
+    io_uring_prep_rw(IORING_OP_READ_MULTISHOT, sqe, fd, NULL, 0, 0);
+    sqe->flags |= IOSQE_BUFFER_SELECT;
+    sqe->buf_group = 7;
+    break;
+  case MS_RECV_ZC: /* multishot whatever its flags (the kernel requires the flag) */
+    io_uring_prep_rw(IORING_OP_RECV_ZC, sqe, fd, NULL, 0, 0);
+    sqe->ioprio |= IORING_RECV_MULTISHOT;
+    break;
+  default: /* MS_URING_CMD */
+    io_uring_prep_rw(IORING_OP_URING_CMD, sqe, fd, NULL, 0, 0);
+    sqe->uring_cmd_flags = IORING_URING_CMD_MULTISHOT;
+    break;
+  }
+}
+
+/* Every kind, alone and as the second SQE of a chain: -EINVAL, every SQE
+ * handed out is a NOP nobody waits for, and no op was started. The deadline
+ * only keeps a call that wrongly takes the SQE from waiting for ever. */
+static void *refuse_main(void *arg)
+{
+  (void)arg;
+  int sv[2];
+  CO_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  struct __kernel_timespec ts = {.tv_nsec = 1000000};
+  struct msghdr msg = {0};
+  for (int chain = 0; chain < 2; chain++)
+    for (int kind = 0; kind < MS_KINDS; kind++) {
+      weft_stats s0 = io_stats();
+      struct io_uring_sqe *s[2];
+      unsigned n = 0;
+      if (chain) {
+        s[n] = weft_uring_sqe();
+        io_uring_prep_nop(s[n]);
+        s[n++]->flags |= IOSQE_IO_LINK;
+      }
+      s[n] = weft_uring_sqe();
+      CO_CHECK(s[n] != NULL);
+      prep_multishot(s[n++], kind, sv[0], &ts, &msg);
+      int r = weft_uring_wait(s, n, NULL, weft_now() + 100 * WEFT_MSEC);
+      if (r != -EINVAL)
+        cr_log_error("%s%s: %d", chain ? "chain, " : "", ms_name[kind], r);
+      CO_EQ(r, -EINVAL);
+      for (unsigned i = 0; i < n; i++) {
+        CO_EQ(s[i]->opcode, IORING_OP_NOP);
+        CO_EQ(s[i]->user_data, WEFT__UD_IGNORE);
+      }
+      CO_EQ(weft_nop(), 0);
+      weft_stats s1 = io_stats();
+      CO_EQ(s1.ops_submitted - s0.ops_submitted, 1); /* the nop's */
+    }
+  close(sv[0]);
+  close(sv[1]);
+  return NULL;
+}
+
+Test(uring, wait_refuses_multishot_sqes, .timeout = 60)
+{
+  rt_run(1, refuse_main, NULL);
+  rt_assert_clean();
+}
+
+/* A refused multishot accept accepts nothing: a connection waiting in the
+ * listener's backlog when the call is made is still there after it (and
+ * after whatever was queued has been submitted and run) for a plain
+ * accept. Taken, the op would have accepted it at once and kept the
+ * descriptor to itself - and every later one - until its deadline. */
+static void *refuse_accept_main(void *arg)
+{
+  (void)arg;
+  int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  CO_CHECK(lfd >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t alen = sizeof(a);
+  CO_EQ(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+  CO_EQ(listen(lfd, 16), 0);
+  CO_EQ(getsockname(lfd, (struct sockaddr *)&a, &alen), 0);
+  /* A loopback connect is established (in the backlog) when it returns. */
+  int cl = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  CO_EQ(connect(cl, (struct sockaddr *)&a, sizeof(a)), 0);
+
+  struct io_uring_sqe *sqe = weft_uring_sqe();
+  CO_CHECK(sqe != NULL);
+  io_uring_prep_multishot_accept(sqe, lfd, NULL, NULL, SOCK_CLOEXEC);
+  CO_EQ(weft_uring_wait(&sqe, 1, NULL, weft_now() + 100 * WEFT_MSEC), -EINVAL);
+  CO_EQ(weft_nop(), 0); /* whatever was queued has been submitted and run */
+
+  int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+  if (fd < 0)
+    cr_log_error("accept4: %s", strerror(errno));
+  CO_CHECK(fd >= 0);
+  if (fd >= 0)
+    close(fd);
+  close(cl);
+  close(lfd);
+  return NULL;
+}
+
+Test(uring, refused_multishot_accept_leaves_the_backlog_alone, .timeout = 30)
+{
+  rt_run(1, refuse_accept_main, NULL);
+  rt_assert_clean();
+}
