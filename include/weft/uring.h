@@ -121,7 +121,10 @@ typedef struct weft_uring_multishot weft_uring_multishot;
 /* Submits sqe as a multishot op. Returns 0, -EPERM (plain thread), -EINVAL
  * (NULL ms, or sqe is not the one SQE weft_uring_sqe handed out), -ENOMEM,
  * -ECANCELED or -ETIMEDOUT (the task is cancelled, or its deadline scope has
- * ended). On failure the SQEs handed out are turned into NOPs. */
+ * ended). On failure the SQEs handed out are turned into NOPs. A single-shot
+ * sqe is taken as well (one op, never a chain: IOSQE_IO_LINK is cleared):
+ * next() hands out its CQE(s) - one, or a zero-copy send's result and then
+ * its notification - and then returns 0, as for a multishot op that ended. */
 WEFT_API int weft_uring_multishot_begin(weft_uring_multishot **ms, struct io_uring_sqe *sqe);
 
 /* Waits for the next CQE: returns 1 and its res/flags, 0 once the op has

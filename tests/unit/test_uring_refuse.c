@@ -155,3 +155,40 @@ Test(uring, refused_multishot_accept_leaves_the_backlog_alone, .timeout = 30)
   rt_run(1, refuse_accept_main, NULL);
   rt_assert_clean();
 }
+
+/* ---- single-shot SQEs taken by weft_uring_multishot_begin ------------------------- */
+
+/* A single-shot op through the multishot calls: its one CQE (without
+ * IORING_CQE_F_MORE) is handed out, then next() says the op has ended. */
+static void *single_in_multishot_main(void *arg)
+{
+  (void)arg;
+  int p[2];
+  CO_EQ(io_pipe(p), 0);
+  CO_EQ(write(p[1], "abc", 3), 3);
+  char buf[8];
+  struct io_uring_sqe *sqe = weft_uring_sqe();
+  CO_CHECK(sqe != NULL);
+  io_uring_prep_read(sqe, p[0], buf, sizeof(buf), (uint64_t)-1);
+  weft_uring_multishot *ms;
+  CO_EQ(weft_uring_multishot_begin(&ms, sqe), 0);
+  int res = 0;
+  unsigned flags = IORING_CQE_F_MORE;
+  CO_EQ(weft_uring_multishot_next(ms, &res, &flags, weft_now() + 5 * WEFT_SEC), 1);
+  CO_EQ(res, 3);
+  CO_CHECK(!(flags & IORING_CQE_F_MORE));
+  CO_CHECK(memcmp(buf, "abc", 3) == 0);
+  CO_EQ(weft_uring_multishot_next(ms, &res, &flags, weft_now() + 5 * WEFT_SEC), 0);
+  CO_EQ(weft_uring_multishot_end(ms), 0);
+  weft_stats s = io_stats();
+  CO_EQ(s.ops_submitted, s.ops_completed);
+  io_close_pipe(p);
+  return NULL;
+}
+
+Test(uring, multishot_begin_takes_a_single_shot_sqe, .timeout = 30)
+{
+  rt_run(1, single_in_multishot_main, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
