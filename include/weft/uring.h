@@ -44,7 +44,11 @@
  * with IORING_POLL_ADD_MULTI (in sqe->len), IORING_OP_TIMEOUT with
  * IORING_TIMEOUT_MULTISHOT, IORING_OP_URING_CMD with
  * IORING_URING_CMD_MULTISHOT, IORING_OP_READ_MULTISHOT and
- * IORING_OP_RECV_ZC.
+ * IORING_OP_RECV_ZC. A zero-copy send (IORING_OP_SEND_ZC, _SENDMSG_ZC) is
+ * taken: it posts its result (with IORING_CQE_F_MORE), then a notification
+ * (IORING_CQE_F_NOTIF) once the kernel lets go of the buffer, and
+ * weft_uring_wait returns after both, with the result and its CQE's flags -
+ * so the buffer may be reused as soon as it returns.
  *
  * Provided buffers: buffer group ids 0 to 32767 are the caller's to provide
  * (IORING_OP_PROVIDE_BUFFERS) and select from (IOSQE_BUFFER_SELECT); weft's

@@ -126,6 +126,7 @@ static void *send_zc_main(void *arg)
     }
     CO_EQ(r, 5);
     CO_CHECK(!(flags & IORING_CQE_F_NOTIF));
+    CO_CHECK(flags & IORING_CQE_F_MORE); /* the result's CQE, as uring.h says */
     char in[16];
     CO_EQ(recv(rx, in, sizeof(in), MSG_DONTWAIT), 5);
   }
