@@ -185,6 +185,7 @@ struct weft_uring_multishot {
   unsigned head, count, cap;
   bool ended;               /* the last CQE (no F_MORE) has been queued */
   bool lost;                /* a CQE could not be queued (no memory), not reported yet */
+  unsigned lost_at;         /* CQEs queued before it: next() reports it after those */
   weft__waiter *waiter;     /* the coroutine waiting in next(), if any */
 };
 
@@ -214,8 +215,13 @@ static bool push(struct weft_uring_multishot *ms, int res, unsigned flags)
 static void ms_cqe(weft__shard *sh, weft__op *op, int res, unsigned flags)
 {
   struct weft_uring_multishot *ms = (struct weft_uring_multishot *)(void *)op;
-  if (!push(ms, res, flags))
+  /* A loss is reported in its place, after the CQEs queued before it, so
+   * the caller knows which results came before and which after the gap
+   * (two losses unreported yet are one gap, at the first). */
+  if (!push(ms, res, flags) && !ms->lost) {
     ms->lost = true;
+    ms->lost_at = ms->count;
+  }
   if (!(flags & IORING_CQE_F_MORE)) {
     ms->ended = true;
     weft__op_ended(sh, op);
@@ -306,22 +312,24 @@ int weft_uring_multishot_next(weft_uring_multishot *ms, int *res, unsigned *flag
   weft_task *t = ms->op.task;
   deadline = weft__deadline_for(t, deadline);
   for (;;) {
-    if (ms->count) {
-      struct ms_cqe c = ms->q[ms->head];
-      ms->head = (ms->head + 1) % ms->cap;
-      ms->count--;
-      if (res)
-        *res = c.res;
-      if (flags)
-        *flags = c.flags;
-      return 1;
-    }
-    if (ms->lost) {
+    if (ms->lost && !ms->lost_at) {
       /* Reported once: a caller that calls again (after freeing memory,
        * or to drain) gets what comes next, and 0 at the op's end - not
        * -ENOMEM for ever, without waiting. */
       ms->lost = false;
       return -ENOMEM;
+    }
+    if (ms->count) {
+      struct ms_cqe c = ms->q[ms->head];
+      ms->head = (ms->head + 1) % ms->cap;
+      ms->count--;
+      if (ms->lost)
+        ms->lost_at--;
+      if (res)
+        *res = c.res;
+      if (flags)
+        *flags = c.flags;
+      return 1;
     }
     bool cancelled = atomic_load_explicit(&t->cancelled, memory_order_relaxed);
     if (ms->ended)

@@ -135,15 +135,16 @@ WEFT_API int weft_uring_multishot_begin(weft_uring_multishot **ms, struct io_uri
  * ended (its last CQE, without IORING_CQE_F_MORE, was returned before),
  * -ETIMEDOUT when the deadline passes first (the op stays active; a CQE
  * already queued is returned even when the deadline has passed), -ENOMEM
- * when a CQE could not be queued for lack of memory (once, after the CQEs
- * queued before it; later calls go on as before) - or, with a deadline (its
- * own or a deadline scope's) and nothing queued, when the shard's timer heap
- * cannot grow to hold the wait's timer (nothing lost: the wait did not
- * begin). In a cancelled task
- * the op is cancelled too: next() goes on handing out what is queued and
- * what the op still posts (waiting for it whatever the cancellation, within
- * the deadline), then returns -ECANCELED where it would return 0 - so the
- * drain loop below works in a cancelled task as well. */
+ * when a CQE could not be queued for lack of memory (once, in its place:
+ * after the CQEs queued before it, before those queued after it; later
+ * calls go on as before) - or, with a deadline (its own or a deadline
+ * scope's) and nothing queued, when the shard's timer heap cannot grow to
+ * hold the wait's timer (nothing lost: the wait did not begin). In a
+ * cancelled task the op is cancelled too: next() goes on handing out what
+ * is queued and what the op still posts (waiting for it whatever the
+ * cancellation, within the deadline), then returns -ECANCELED where it
+ * would return 0 - so the drain loop below works in a cancelled task as
+ * well. */
 WEFT_API int weft_uring_multishot_next(weft_uring_multishot *ms, int *res, unsigned *flags,
                                        int64_t deadline);
 

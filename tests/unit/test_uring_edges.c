@@ -283,3 +283,55 @@ Test(uring, a_lost_cqe_is_reported_once, .timeout = 30)
   rt_assert_clean();
   rt_assert_no_leaks();
 }
+
+/* A CQE lost for lack of memory is reported in its place: after the CQEs
+ * queued before it and before the ones queued after it (it came after all
+ * of them, so a caller could not tell which of its results was missing). A
+ * multishot timeout of two ticks, both reaped while nobody calls next(),
+ * the first one lost. */
+static void *oom_ms_place_main(void *arg)
+{
+  (void)arg;
+  /* Kernel 6.4; liburing 2.3's headers predate it. */
+  const unsigned multishot = 1U << 6; /* IORING_TIMEOUT_MULTISHOT */
+  struct __kernel_timespec ts = {.tv_nsec = WEFT_MSEC};
+  /* One tick says whether the kernel has multishot timeouts; waiting for it
+   * with a deadline (far off: its timer is armed) gives the timer heap its
+   * array, so RT_POLL's sleeps below allocate nothing. */
+  weft_uring_multishot *ms;
+  struct io_uring_sqe *sqe = weft_uring_sqe();
+  CO_CHECK(sqe != NULL);
+  io_uring_prep_timeout(sqe, &ts, 1, multishot);
+  CO_EQ(weft_uring_multishot_begin(&ms, sqe), 0);
+  int res = 0;
+  unsigned flags = 0;
+  CO_EQ(weft_uring_multishot_next(ms, &res, &flags, weft_now() + 3600 * WEFT_SEC), 1);
+  CO_EQ(weft_uring_multishot_end(ms), 0);
+  if (res == -EINVAL)
+    return (void *)1; /* multishot timeouts need kernel 6.4 */
+  sqe = weft_uring_sqe();
+  CO_CHECK(sqe != NULL);
+  io_uring_prep_timeout(sqe, &ts, 2, multishot);
+  CO_EQ(weft_uring_multishot_begin(&ms, sqe), 0);
+  weft__fault_arm(WEFT__FAULT_MALLOC, 1); /* the queue's first growth */
+  /* The op's end counts it completed: both ticks have been reaped. */
+  bool over = RT_POLL(io_stats().ops_submitted == io_stats().ops_completed);
+  weft__fault_arm(WEFT__FAULT_MALLOC, 0);
+  CO_CHECK(over);
+  CO_EQ(weft_uring_multishot_next(ms, &res, &flags, WEFT_NO_DEADLINE), -ENOMEM); /* tick 1 */
+  CO_EQ(weft_uring_multishot_next(ms, &res, &flags, WEFT_NO_DEADLINE), 1); /* tick 2, the last */
+  CO_EQ(res, -ETIME);
+  CO_CHECK(!(flags & IORING_CQE_F_MORE));
+  CO_EQ(weft_uring_multishot_next(ms, &res, &flags, WEFT_NO_DEADLINE), 0);
+  CO_EQ(weft_uring_multishot_end(ms), 0);
+  return NULL;
+}
+
+Test(uring, a_lost_cqe_is_reported_in_its_place, .timeout = 30)
+{
+  void *unsupported = rt_run(1, oom_ms_place_main, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+  if (unsupported)
+    cr_skip_test("multishot timeouts need kernel 6.4");
+}
