@@ -158,12 +158,16 @@ int weft_uring_wait(struct io_uring_sqe **sqes, unsigned n, unsigned *cqe_flags,
     return r;
   }
   sh->uring_unadopted = 0;
+  /* The op's last SQE is the ring's last, wherever it is in the array
+   * (which may list them in any order). */
+  const struct io_uring_sq *sq = &sh->ring.sq;
+  const struct io_uring_sqe *last = &sq->sqes[(sq->sqe_tail - 1) & sq->ring_mask];
   for (unsigned i = 0; i < n; i++) {
     /* weft needs every CQE, a link must not reach past the op into the
      * next SQE of somebody else, and a drain must not wait for the ops of
      * the whole shard (see RAW_DROPPED). */
     sqes[i]->flags &= (unsigned char)~RAW_DROPPED;
-    if (i == n - 1)
+    if (sqes[i] == last)
       sqes[i]->flags &= (unsigned char)~(IOSQE_IO_LINK | IOSQE_IO_HARDLINK);
     weft__op_adopt(&op, sqes[i]);
   }

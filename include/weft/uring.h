@@ -13,9 +13,10 @@
  *     int res = weft_uring_wait(&sqe, 1, &cqe_flags, deadline);
  *
  * For a chain, take n SQEs one after the other, set IOSQE_IO_LINK on all but
- * the last yourself, and pass all n to weft_uring_wait: it returns the first
- * failure in the chain, or the last SQE's result, once every CQE of the chain
- * has been reaped.
+ * the last yourself, and pass all n to weft_uring_wait (in any order: the
+ * chain's order is the one weft_uring_sqe handed them out in): it returns
+ * the first failure in the chain, or the last SQE's result, once every CQE
+ * of the chain has been reaped.
  *
  * Safety contract: between weft_uring_sqe() and weft_uring_wait() call
  * nothing else of weft (the SQEs sit unsubmitted in the ring); weft owns

@@ -50,6 +50,41 @@ Test(uring, a_drain_flag_does_not_stop_the_shard, .timeout = 20)
   rt_assert_clean();
 }
 
+/* The SQEs of a chain may be passed in any order: the link weft clears is
+ * the one on the chain's last SQE in the ring (the array's last, it was:
+ * the chain lost its own link there, and its last SQE kept one into the
+ * next task's SQE of the same submission, which its failure cancelled). */
+static void *nop_result(void *arg)
+{
+  (void)arg;
+  return (void *)(intptr_t)weft_nop();
+}
+
+static void *unordered_chain_main(void *arg)
+{
+  (void)arg;
+  weft_task *t;
+  CO_EQ(rt_spawn(&t, WEFT_PLACE_PINNED, 0, nop_result, NULL), 0); /* its SQE follows ours */
+  char c;
+  struct io_uring_sqe *s[2];
+  s[0] = weft_uring_sqe();
+  s[1] = weft_uring_sqe();
+  io_uring_prep_nop(s[0]);
+  s[0]->flags |= IOSQE_IO_LINK;
+  io_uring_prep_read(s[1], -1, &c, 1, (uint64_t)-1);
+  s[1]->flags |= IOSQE_IO_LINK; /* weft's to clear: the chain ends here */
+  struct io_uring_sqe *rev[2] = {s[1], s[0]};
+  CO_EQ(weft_uring_wait(rev, 2, NULL, WEFT_NO_DEADLINE), -EBADF);
+  CO_EQ(rt_join_int(t), 0); /* the other task's nop is its own */
+  return NULL;
+}
+
+Test(uring, unordered_chain_keeps_its_links, .timeout = 10)
+{
+  rt_run(1, unordered_chain_main, NULL);
+  rt_assert_clean();
+}
+
 /* A deadline or a cancel ends a hard-linked chain too: cancelling the op
  * that runs does not end a hard link - the next op then starts, and must be
  * cancelled in its turn, or the call would wait for it past its deadline
