@@ -137,13 +137,17 @@ static bool multishot(const struct io_uring_sqe *sqe)
 }
 
 /* The arguments of weft_uring_wait are the SQEs handed out, none of them
- * multishot. */
+ * multishot, nor a linked timeout: every SQE of the op carries the same
+ * user_data, so a CQE cannot tell which one it is from, and the -ECANCELED
+ * a linked timeout ends with when the SQE it guards completes in time
+ * would be taken for the op's failure, hiding that SQE's result (the bytes
+ * a read consumed, say). The call's deadline bounds the op instead. */
 static bool takes(weft__shard *sh, struct io_uring_sqe **sqes, unsigned n)
 {
   if (!handed_out(sh, sqes, n))
     return false;
   for (unsigned i = 0; i < n; i++)
-    if (multishot(sqes[i]))
+    if (multishot(sqes[i]) || sqes[i]->opcode == IORING_OP_LINK_TIMEOUT)
       return false;
   return true;
 }

@@ -45,11 +45,17 @@
  * with IORING_POLL_ADD_MULTI (in sqe->len), IORING_OP_TIMEOUT with
  * IORING_TIMEOUT_MULTISHOT, IORING_OP_URING_CMD with
  * IORING_URING_CMD_MULTISHOT, IORING_OP_READ_MULTISHOT and
- * IORING_OP_RECV_ZC. A zero-copy send (IORING_OP_SEND_ZC, _SENDMSG_ZC) is
- * taken: it posts its result (with IORING_CQE_F_MORE), then a notification
- * (IORING_CQE_F_NOTIF) once the kernel lets go of the buffer, and
- * weft_uring_wait returns after both, with the result and its CQE's flags -
- * so the buffer may be reused as soon as it returns.
+ * IORING_OP_RECV_ZC. It refuses IORING_OP_LINK_TIMEOUT as well: a CQE does
+ * not say which SQE of the op it is from, and the -ECANCELED a linked
+ * timeout ends with when the SQE it guards completes in time would be
+ * taken for the chain's failure, hiding that SQE's result - the deadline
+ * argument bounds the op (the whole chain) instead.
+ *
+ * A zero-copy send (IORING_OP_SEND_ZC, _SENDMSG_ZC) is taken: it posts its
+ * result (with IORING_CQE_F_MORE), then a notification (IORING_CQE_F_NOTIF)
+ * once the kernel lets go of the buffer, and weft_uring_wait returns after
+ * both, with the result and its CQE's flags - so the buffer may be reused
+ * as soon as it returns.
  *
  * Provided buffers: buffer group ids 0 to 32767 are the caller's to provide
  * (IORING_OP_PROVIDE_BUFFERS) and select from (IOSQE_BUFFER_SELECT); weft's
@@ -88,9 +94,10 @@ WEFT_API struct io_uring_sqe *weft_uring_sqe(void);
  * the CQE that gave it in *cqe_flags (if not NULL). -EINVAL unless sqes
  * holds exactly the SQEs weft_uring_sqe handed out since the last call that
  * took some (n == 0, a NULL array or element, one missing or twice, one
- * from elsewhere), or when one of them is multishot (see above); -EPERM on
- * a plain thread; -ENOMEM with a deadline (its own or a deadline scope's)
- * when the shard's timer heap cannot grow to hold its timer. If the call fails before submitting (-EINVAL, -EPERM, -ENOMEM,
+ * from elsewhere), or when one of them is multishot or a linked timeout
+ * (see above); -EPERM on a plain thread; -ENOMEM with a deadline (its own
+ * or a deadline scope's) when the shard's timer heap cannot grow to hold
+ * its timer. If the call fails before submitting (-EINVAL, -EPERM, -ENOMEM,
  * -ECANCELED, -ETIMEDOUT for a deadline already passed) every SQE handed out
  * is turned into a NOP: nothing prepared for a call that failed ever runs. */
 WEFT_API int weft_uring_wait(struct io_uring_sqe **sqes, unsigned n, unsigned *cqe_flags,

@@ -192,3 +192,40 @@ Test(uring, multishot_begin_takes_a_single_shot_sqe, .timeout = 30)
   rt_assert_clean();
   rt_assert_no_leaks();
 }
+
+/* ---- linked timeouts refused by weft_uring_wait ----------------------------------- */
+
+/* A read guarded by IORING_OP_LINK_TIMEOUT: when the read completes in
+ * time the kernel ends the timeout with -ECANCELED, which the chain's
+ * result took for its first failure - the call said -ECANCELED and the
+ * bytes read were lost to the caller. Refused, nothing runs: the data is
+ * still in the pipe. */
+static void *refuse_link_timeout_main(void *arg)
+{
+  (void)arg;
+  int p[2];
+  CO_EQ(io_pipe(p), 0);
+  CO_EQ(write(p[1], "abc", 3), 3);
+  char buf[8];
+  struct __kernel_timespec ts = {.tv_sec = 5};
+  struct io_uring_sqe *s[2];
+  s[0] = weft_uring_sqe();
+  s[1] = weft_uring_sqe();
+  CO_CHECK(s[0] && s[1]);
+  io_uring_prep_read(s[0], p[0], buf, sizeof(buf), (uint64_t)-1);
+  s[0]->flags |= IOSQE_IO_LINK;
+  io_uring_prep_link_timeout(s[1], &ts, 0);
+  CO_EQ(weft_uring_wait(s, 2, NULL, WEFT_NO_DEADLINE), -EINVAL);
+  for (int i = 0; i < 2; i++)
+    CO_EQ(s[i]->opcode, IORING_OP_NOP);
+  CO_EQ(weft_nop(), 0); /* whatever was queued has been submitted and run */
+  CO_EQ(io_pending(p[0]), 3);
+  io_close_pipe(p);
+  return NULL;
+}
+
+Test(uring, wait_refuses_a_linked_timeout, .timeout = 30)
+{
+  rt_run(1, refuse_link_timeout_main, NULL);
+  rt_assert_clean();
+}
