@@ -136,18 +136,33 @@ static bool multishot(const struct io_uring_sqe *sqe)
   }
 }
 
+/* Buffer groups from this id up are weft's: lib/recv_stream.c registers its
+ * streams' buffer rings there (uring.h leaves the ids below to the caller). */
+#define WEFT_GROUPS 32768u
+
+/* Whether sqe selects from, provides to or removes from one of weft's
+ * buffer groups: it would take a stream's buffer from under it, or make a
+ * stream's registration of that group fail. */
+static bool streams_group(const struct io_uring_sqe *sqe)
+{
+  bool uses = (sqe->flags & IOSQE_BUFFER_SELECT) || sqe->opcode == IORING_OP_PROVIDE_BUFFERS ||
+              sqe->opcode == IORING_OP_REMOVE_BUFFERS;
+  return uses && sqe->buf_group >= WEFT_GROUPS;
+}
+
 /* The arguments of weft_uring_wait are the SQEs handed out, none of them
- * multishot, nor a linked timeout: every SQE of the op carries the same
- * user_data, so a CQE cannot tell which one it is from, and the -ECANCELED
- * a linked timeout ends with when the SQE it guards completes in time
- * would be taken for the op's failure, hiding that SQE's result (the bytes
- * a read consumed, say). The call's deadline bounds the op instead. */
+ * multishot, nor using weft's buffer groups, nor a linked timeout: every
+ * SQE of the op carries the same user_data, so a CQE cannot tell which one
+ * it is from, and the -ECANCELED a linked timeout ends with when the SQE it
+ * guards completes in time would be taken for the op's failure, hiding
+ * that SQE's result (the bytes a read consumed, say). The call's deadline
+ * bounds the op instead. */
 static bool takes(weft__shard *sh, struct io_uring_sqe **sqes, unsigned n)
 {
   if (!handed_out(sh, sqes, n))
     return false;
   for (unsigned i = 0; i < n; i++)
-    if (multishot(sqes[i]) || sqes[i]->opcode == IORING_OP_LINK_TIMEOUT)
+    if (multishot(sqes[i]) || sqes[i]->opcode == IORING_OP_LINK_TIMEOUT || streams_group(sqes[i]))
       return false;
   return true;
 }
@@ -251,7 +266,7 @@ int weft_uring_multishot_begin(weft_uring_multishot **out, struct io_uring_sqe *
   weft__shard *sh = weft__shard_self();
   struct weft_uring_multishot *ms = NULL;
   int r = -EINVAL;
-  if (out && handed_out(sh, &sqe, 1)) {
+  if (out && handed_out(sh, &sqe, 1) && !streams_group(sqe)) {
     ms = weft__calloc(1, sizeof(*ms));
     r = ms ? weft__op_prepare(&ms->op, WEFT_NO_DEADLINE) : -ENOMEM;
   }

@@ -59,8 +59,11 @@
  *
  * Provided buffers: buffer group ids 0 to 32767 are the caller's to provide
  * (IORING_OP_PROVIDE_BUFFERS) and select from (IOSQE_BUFFER_SELECT); weft's
- * receive streams register theirs above. Groups belong to a shard's ring:
- * provide and select from a task that stays on one shard (weft_task_pin).
+ * receive streams register theirs above, and an SQE that selects from,
+ * provides to or removes from a group above 32767 is refused (-EINVAL,
+ * nothing submitted) by weft_uring_wait and weft_uring_multishot_begin.
+ * Groups belong to a shard's ring: provide and select from a task that
+ * stays on one shard (weft_task_pin).
  *
  * Deadlines and cancellation: when the deadline passes (or the task is
  * cancelled) weft submits IORING_OP_ASYNC_CANCEL for the op(s) - again each
@@ -94,12 +97,13 @@ WEFT_API struct io_uring_sqe *weft_uring_sqe(void);
  * the CQE that gave it in *cqe_flags (if not NULL). -EINVAL unless sqes
  * holds exactly the SQEs weft_uring_sqe handed out since the last call that
  * took some (n == 0, a NULL array or element, one missing or twice, one
- * from elsewhere), or when one of them is multishot or a linked timeout
- * (see above); -EPERM on a plain thread; -ENOMEM with a deadline (its own
- * or a deadline scope's) when the shard's timer heap cannot grow to hold
- * its timer. If the call fails before submitting (-EINVAL, -EPERM, -ENOMEM,
- * -ECANCELED, -ETIMEDOUT for a deadline already passed) every SQE handed out
- * is turned into a NOP: nothing prepared for a call that failed ever runs. */
+ * from elsewhere), or when one of them is multishot, a linked timeout or
+ * uses a buffer group of weft's (see above); -EPERM on a plain thread;
+ * -ENOMEM with a deadline (its own or a deadline scope's) when the shard's
+ * timer heap cannot grow to hold its timer. If the call fails before
+ * submitting (-EINVAL, -EPERM, -ENOMEM, -ECANCELED, -ETIMEDOUT for a
+ * deadline already passed) every SQE handed out is turned into a NOP:
+ * nothing prepared for a call that failed ever runs. */
 WEFT_API int weft_uring_wait(struct io_uring_sqe **sqes, unsigned n, unsigned *cqe_flags,
                              int64_t deadline);
 
@@ -131,12 +135,13 @@ WEFT_API int weft_uring_wait(struct io_uring_sqe **sqes, unsigned n, unsigned *c
 typedef struct weft_uring_multishot weft_uring_multishot;
 
 /* Submits sqe as a multishot op. Returns 0, -EPERM (plain thread), -EINVAL
- * (NULL ms, or sqe is not the one SQE weft_uring_sqe handed out), -ENOMEM,
- * -ECANCELED or -ETIMEDOUT (the task is cancelled, or its deadline scope has
- * ended). On failure the SQEs handed out are turned into NOPs. A single-shot
- * sqe is taken as well (one op, never a chain: IOSQE_IO_LINK is cleared):
- * next() hands out its CQE(s) - one, or a zero-copy send's result and then
- * its notification - and then returns 0, as for a multishot op that ended. */
+ * (NULL ms, sqe is not the one SQE weft_uring_sqe handed out, or it uses a
+ * buffer group of weft's, see above), -ENOMEM, -ECANCELED or -ETIMEDOUT
+ * (the task is cancelled, or its deadline scope has ended). On failure the
+ * SQEs handed out are turned into NOPs. A single-shot sqe is taken as well
+ * (one op, never a chain: IOSQE_IO_LINK is cleared): next() hands out its
+ * CQE(s) - one, or a zero-copy send's result and then its notification -
+ * and then returns 0, as for a multishot op that ended. */
 WEFT_API int weft_uring_multishot_begin(weft_uring_multishot **ms, struct io_uring_sqe *sqe);
 
 /* Waits for the next CQE: returns 1 and its res/flags, 0 once the op has

@@ -229,3 +229,66 @@ Test(uring, wait_refuses_a_linked_timeout, .timeout = 30)
   rt_run(1, refuse_link_timeout_main, NULL);
   rt_assert_clean();
 }
+
+/* ---- weft's buffer groups ----------------------------------------------------------- */
+
+/* Groups above 32767 are weft's (its receive streams' buffer rings): a raw
+ * op selecting from one would take a stream's buffer from under it, and a
+ * provide there would make a stream's registration of that group fail.
+ * Both calls refuse such an SQE; nothing runs (the data is still there). */
+static void *refuse_group_main(void *arg)
+{
+  (void)arg;
+  int sv[2];
+  CO_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  CO_EQ(write(sv[1], "abc", 3), 3);
+  static char bufs[2][64];
+  const unsigned short streams_group = 40000;
+
+  struct io_uring_sqe *sqe = weft_uring_sqe();
+  io_uring_prep_recv(sqe, sv[0], NULL, 64, 0);
+  sqe->flags |= IOSQE_BUFFER_SELECT;
+  sqe->buf_group = streams_group;
+  CO_EQ(weft_uring_wait(&sqe, 1, NULL, WEFT_NO_DEADLINE), -EINVAL);
+  CO_EQ(sqe->opcode, IORING_OP_NOP);
+
+  sqe = weft_uring_sqe();
+  io_uring_prep_provide_buffers(sqe, bufs, sizeof(bufs[0]), 2, streams_group, 0);
+  CO_EQ(weft_uring_wait(&sqe, 1, NULL, WEFT_NO_DEADLINE), -EINVAL);
+  CO_EQ(sqe->opcode, IORING_OP_NOP);
+
+  sqe = weft_uring_sqe();
+  io_uring_prep_remove_buffers(sqe, 2, streams_group);
+  CO_EQ(weft_uring_wait(&sqe, 1, NULL, WEFT_NO_DEADLINE), -EINVAL);
+  CO_EQ(sqe->opcode, IORING_OP_NOP);
+
+  sqe = weft_uring_sqe();
+  io_uring_prep_recv_multishot(sqe, sv[0], NULL, 0, 0);
+  sqe->flags |= IOSQE_BUFFER_SELECT;
+  sqe->buf_group = streams_group;
+  weft_uring_multishot *ms = NULL;
+  CO_EQ(weft_uring_multishot_begin(&ms, sqe), -EINVAL);
+  CO_CHECK(ms == NULL);
+  CO_EQ(sqe->opcode, IORING_OP_NOP);
+
+  CO_EQ(weft_nop(), 0); /* whatever was queued has been submitted and run */
+  char in[8];
+  CO_EQ(recv(sv[0], in, sizeof(in), MSG_DONTWAIT), 3);
+
+  /* The caller's groups are the caller's. */
+  sqe = weft_uring_sqe();
+  io_uring_prep_provide_buffers(sqe, bufs, sizeof(bufs[0]), 2, 32767, 0);
+  CO_EQ(weft_uring_wait(&sqe, 1, NULL, WEFT_NO_DEADLINE), 0);
+  sqe = weft_uring_sqe();
+  io_uring_prep_remove_buffers(sqe, 2, 32767);
+  CO_EQ(weft_uring_wait(&sqe, 1, NULL, WEFT_NO_DEADLINE), 2);
+  close(sv[0]);
+  close(sv[1]);
+  return NULL;
+}
+
+Test(uring, calls_refuse_weft_s_buffer_groups, .timeout = 30)
+{
+  rt_run(1, refuse_group_main, NULL);
+  rt_assert_clean();
+}
