@@ -525,6 +525,9 @@ void weft__task_join_uncancellable(weft_task *t);
  * t itself calls these. */
 void weft__task_hold(weft_task *t, weft__held *h, void (*end)(weft__held *h));
 void weft__task_unhold(weft_task *t, weft__held *h);
+/* The SQEs weft_uring_sqe() handed out on sh and no call took become NOPs
+ * nobody waits for (lib/uring.c); NULL sh: nothing to do. */
+void weft__uring_abandon(weft__shard *sh);
 /* Cancels t: its current wait or op and every later one (any thread). */
 void weft__task_cancel(weft_task *t);
 /* weft__task_cancel() in two steps, for cancelling many tasks with one

@@ -62,6 +62,12 @@ static void *task_body(void *arg)
   if (t->coro.entered_from) /* started by a hand-over, not by the loop */
     weft__shard_handed_over(t->shard, (weft_task *)(void *)t->coro.entered_from);
   void *ret = t->body(t->body_arg);
+  /* SQEs it took from weft_uring_sqe and passed to no call would run at
+   * the shard's next submission, into memory of a task that is gone, and
+   * make the next caller's weft_uring_wait fail: none of them runs. */
+  weft__shard *sh = weft__shard_self();
+  if (sh->uring_unadopted)
+    weft__uring_abandon(sh);
   while (t->held)
     t->held->end(t->held);
   return ret;

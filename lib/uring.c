@@ -21,9 +21,10 @@
 
 /* Turns every SQE handed out and not taken into a NOP nobody waits for, when
  * the call that should take them fails before submitting - whatever the
- * caller passed, a bad array included: nothing the caller prepared and gave
- * up on may still run and write into its memory. */
-static void abandon_handed_out(weft__shard *sh)
+ * caller passed, a bad array included - or when the task that took them
+ * returns (core.h): nothing the caller prepared and gave up on may still
+ * run and write into its memory. */
+void weft__uring_abandon(weft__shard *sh)
 {
   if (!sh)
     return;
@@ -55,7 +56,7 @@ struct io_uring_sqe *weft_uring_sqe(void)
      * handed out of it becomes NOPs, so that a caller giving up on it
      * leaves nothing to run into its memory at the next submission. */
     if (sh->uring_unadopted) {
-      abandon_handed_out(sh);
+      weft__uring_abandon(sh);
       return NULL;
     }
     weft__count(&sh->stats.sq_full_flushes, 1);
@@ -65,7 +66,7 @@ struct io_uring_sqe *weft_uring_sqe(void)
   }
   struct io_uring_sqe *sqe = io_uring_get_sqe(&sh->ring);
   if (!sqe) {
-    abandon_handed_out(sh);
+    weft__uring_abandon(sh);
     return NULL;
   }
   sh->sq_pending++;
@@ -173,7 +174,7 @@ int weft_uring_wait(struct io_uring_sqe **sqes, unsigned n, unsigned *cqe_flags,
   weft__op op;
   int r = takes(sh, sqes, n) ? weft__op_prepare(&op, deadline) : -EINVAL;
   if (r < 0) {
-    abandon_handed_out(sh);
+    weft__uring_abandon(sh);
     return r;
   }
   sh->uring_unadopted = 0;
@@ -271,7 +272,7 @@ int weft_uring_multishot_begin(weft_uring_multishot **out, struct io_uring_sqe *
     r = ms ? weft__op_prepare(&ms->op, WEFT_NO_DEADLINE) : -ENOMEM;
   }
   if (r < 0) {
-    abandon_handed_out(sh);
+    weft__uring_abandon(sh);
     free(ms);
     return r;
   }

@@ -33,7 +33,10 @@
  *
  * Everything the SQEs point to must stay valid until weft_uring_wait
  * returns - which is after the kernel has posted every CQE, on every path
- * (deadline, cancellation).
+ * (deadline, cancellation). To give up SQEs taken, make the call fail
+ * (weft_uring_wait(NULL, 0, NULL, WEFT_NO_DEADLINE) is -EINVAL): they are
+ * turned into NOPs. A task that returns with SQEs taken and passed to no
+ * call has them turned into NOPs too: none of them ever runs.
  *
  * weft_uring_wait is for ops that post one CQE per SQE. A multishot SQE
  * goes to weft_uring_multishot_begin below: weft_uring_wait would keep only

@@ -5,8 +5,10 @@
  * multishot SQE - alone or in a chain - is refused with -EINVAL before
  * anything is submitted, every SQE handed out turned into a NOP (kept, a
  * multishot accept took connections and kept only the last descriptor, a
- * multishot poll never ended). weft_uring_multishot_begin takes a
- * single-shot SQE: its one CQE is handed out, then the op has ended.
+ * multishot poll never ended), and so is a linked timeout; both calls
+ * refuse an SQE using one of weft's buffer groups. weft_uring_multishot_begin
+ * takes a single-shot SQE: its one CQE is handed out, then the op has
+ * ended. And SQEs a task took and passed to no call never run.
  */
 #include "rt_internal.h"
 #include "uring_test.h"
@@ -290,5 +292,45 @@ static void *refuse_group_main(void *arg)
 Test(uring, calls_refuse_weft_s_buffer_groups, .timeout = 30)
 {
   rt_run(1, refuse_group_main, NULL);
+  rt_assert_clean();
+}
+
+/* ---- SQEs left behind ------------------------------------------------------------- */
+
+/* A task that takes an SQE, prepares it and returns without passing it to
+ * a call: what it prepared must not run after it has gone (here a write;
+ * a read into its stack would land in a stack that is no longer its), and
+ * the next coroutine's call on the shard must not fail for it. */
+static void *leaver(void *arg)
+{
+  int fd = *(int *)arg;
+  struct io_uring_sqe *sqe = weft_uring_sqe();
+  CO_CHECK(sqe != NULL);
+  if (sqe)
+    io_uring_prep_write(sqe, fd, "x", 1, (uint64_t)-1);
+  return NULL;
+}
+
+static void *left_behind_main(void *arg)
+{
+  (void)arg;
+  int p[2];
+  CO_EQ(io_pipe(p), 0);
+  weft_task *t;
+  CO_EQ(rt_spawn(&t, WEFT_PLACE_PINNED, 0, leaver, &p[1]), 0);
+  CO_EQ(rt_join_int(t), 0);
+  CO_EQ(weft_nop(), 0); /* whatever was queued has been submitted and run */
+  CO_EQ(io_pending(p[0]), 0);
+  struct io_uring_sqe *sqe = weft_uring_sqe();
+  CO_CHECK(sqe != NULL);
+  io_uring_prep_nop(sqe);
+  CO_EQ(weft_uring_wait(&sqe, 1, NULL, WEFT_NO_DEADLINE), 0);
+  io_close_pipe(p);
+  return NULL;
+}
+
+Test(uring, sqes_a_task_leaves_behind_never_run, .timeout = 30)
+{
+  rt_run(1, left_behind_main, NULL);
   rt_assert_clean();
 }
