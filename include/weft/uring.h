@@ -97,7 +97,8 @@ WEFT_API struct io_uring_sqe *weft_uring_sqe(void);
 
 /* Submits the n SQEs (taken in order from weft_uring_sqe, n >= 1) and waits
  * for all their CQEs. Returns the result (see above) and stores the flags of
- * the CQE that gave it in *cqe_flags (if not NULL). -EINVAL unless sqes
+ * the CQE that gave it in *cqe_flags (if not NULL; left alone when the call
+ * fails before submitting, as there is no CQE). -EINVAL unless sqes
  * holds exactly the SQEs weft_uring_sqe handed out since the last call that
  * took some (n == 0, a NULL array or element, one missing or twice, one
  * from elsewhere), or when one of them is multishot, a linked timeout or

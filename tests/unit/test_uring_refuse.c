@@ -93,10 +93,12 @@ static void *refuse_main(void *arg)
       s[n] = weft_uring_sqe();
       CO_CHECK(s[n] != NULL);
       prep_multishot(s[n++], kind, sv[0], &ts, &msg);
-      int r = weft_uring_wait(s, n, NULL, weft_now() + 100 * WEFT_MSEC);
+      unsigned flags = 12345;
+      int r = weft_uring_wait(s, n, &flags, weft_now() + 100 * WEFT_MSEC);
       if (r != -EINVAL)
         cr_log_error("%s%s: %d", chain ? "chain, " : "", ms_name[kind], r);
       CO_EQ(r, -EINVAL);
+      CO_EQ(flags, 12345); /* no CQE: left alone */
       for (unsigned i = 0; i < n; i++) {
         CO_EQ(s[i]->opcode, IORING_OP_NOP);
         CO_EQ(s[i]->user_data, WEFT__UD_IGNORE);
