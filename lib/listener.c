@@ -20,9 +20,13 @@
  * it: the opener is referenced until the close, which may come after it
  * returned), and a close from anywhere else is done there by a helper task.
  * Memory: the struct is freed only after the op's last CQE, which close
- * waits for even in a cancelled task. A listener nobody closed is cancelled
- * once every task has returned (weft__listener_sweep) and freed after its
- * shard's thread left, so it cannot keep the runtime from stopping.
+ * waits for even in a cancelled task, and after every task in accept has
+ * left it: close wakes the one waiting there (-EBADF) and waits for it to
+ * return, so a waiter resumed later never reads a freed listener; an
+ * accept begun while close waits returns at once. A listener nobody
+ * closed is cancelled once every task has returned (weft__listener_sweep)
+ * and freed after its shard's thread left, so it cannot keep the runtime
+ * from stopping.
  */
 #include "net_internal.h"
 
@@ -51,7 +55,11 @@ struct weft_listener {
   rlim_t nofile;            /* RLIMIT_NOFILE when it was armed (see on_accept_cqe) */
   int *q;                   /* accepted fds (>= 0) and accept errors (< 0) */
   unsigned head, count, cap;
-  weft__waiter *waiter;     /* the task waiting in accept/close, if any */
+  weft__waiter *waiter;     /* the task waiting in accept, if any */
+  weft__waiter *closer;     /* the close waiting for the op's end and the users */
+  weft_task *acceptor;      /* the task in weft_accept_dl (one at a time), if any */
+  unsigned users;           /* tasks inside weft_listener_accept (on l's shard) */
+  bool closing;             /* weft_listener_close has begun: accept gives -EBADF */
   weft_listener *sh_prev, *sh_next; /* on sh->listeners while open */
 };
 
@@ -110,6 +118,17 @@ static rlim_t nofile_now(void)
   return v;
 }
 
+/* Wakes the task waiting in *slot, if any (a timeout or a cancel may have
+ * claimed it first: it then clears the slot itself). */
+static void wake(weft__waiter **slot)
+{
+  weft__waiter *w = *slot;
+  if (w && weft__waiter_claim(w)) {
+    *slot = NULL;
+    weft__waiter_complete(w, 0);
+  }
+}
+
 /* The op's CQEs, on the listener's shard. */
 static void on_accept_cqe(weft__shard *sh, weft__op *op, int res, unsigned flags)
 {
@@ -140,11 +159,9 @@ static void on_accept_cqe(weft__shard *sh, weft__op *op, int res, unsigned flags
   } else if (l->count >= QUEUE_MAX) {
     request_cancel(l);
   }
-  weft__waiter *w = l->waiter;
-  if (w && weft__waiter_claim(w)) {
-    l->waiter = NULL;
-    weft__waiter_complete(w, 0);
-  }
+  wake(&l->waiter);
+  if (!more)
+    wake(&l->closer);
 }
 
 /* Arms the multishot accept (the calling task is on l's shard). */
@@ -164,25 +181,26 @@ static int arm(weft_listener *l)
   return 0;
 }
 
-/* Suspends until on_accept_cqe wakes us, the deadline passes or (if
- * cancellable) the task is cancelled. The task is held on l's shard while
- * it waits, as the opener is: woken, a stealable task would otherwise be
- * free to resume on another shard, where l's queue, op and list are not
- * its to touch. */
-static int wait_cqe(weft_listener *l, int64_t deadline, bool cancellable)
+/* Waits in *slot (l->waiter or l->closer) until it is woken - by
+ * on_accept_cqe, a close or the last task leaving accept - the deadline
+ * passes or (if cancellable) the task is cancelled. The task is held on
+ * l's shard while it waits, as the opener is: woken, a stealable task
+ * would otherwise be free to resume on another shard, where l's queue, op
+ * and list are not its to touch. */
+static int wait_in(weft__waiter **slot, int64_t deadline, bool cancellable)
 {
   weft_task *t = weft__task_self();
   weft__waiter w;
   weft__waiter_init(&w);
   w.uncancellable = !cancellable;
-  l->waiter = &w;
+  *slot = &w;
   if (t)
     t->pinned_ops++;
   int r = weft__waiter_wait(&w, deadline);
   if (t)
     t->pinned_ops--;
-  if (l->waiter == &w)
-    l->waiter = NULL; /* timed out or cancelled: the CQE path did not take it */
+  if (*slot == &w)
+    *slot = NULL; /* timed out or cancelled: the CQE path did not take it */
   return r;
 }
 
@@ -231,6 +249,64 @@ int weft_listener_open(weft_listener **out, int fd, int flags)
   return 0;
 }
 
+/* -EBADF rather than -ECANCELED for an accept that meets a close: net.h
+ * makes -ECANCELED (and -ETIMEDOUT) the end of one wait, after which the
+ * listener is still there to accept from again or to close; after a close
+ * it is neither, and the caller must not touch it - as with a descriptor
+ * closed under a blocked accept(2). */
+#define CLOSED (-EBADF)
+
+/* Closes fd, a connection accepted after the close began. */
+static void drop(int fd)
+{
+  int saved = errno;
+  close(fd);
+  errno = saved;
+}
+
+/* weft_listener_accept on l's shard; the caller counts us in l->users. */
+static int accept_here(weft_listener *l, weft_task *t, int64_t deadline)
+{
+  for (;;) {
+    /* First: what is queued once close has begun is close's to close. */
+    if (l->closing)
+      return CLOSED;
+    if (l->count)
+      return pop(l);
+    if (l->nomem) {
+      l->nomem = false;
+      return -ENOMEM;
+    }
+    if (l->oneshot) {
+      l->oneshot_accepts++;
+      /* Held on l's shard as in wait_in: the accept's completion makes a
+       * stealable task runnable, and another shard could take it before it
+       * returns - to where l is not its to use. */
+      t->pinned_ops++;
+      l->acceptor = t; /* for close, which cancels the accept */
+      int fd = weft_accept_dl(l->fd, NULL, NULL, l->flags, deadline);
+      l->acceptor = NULL;
+      t->pinned_ops--;
+      if (l->closing) {
+        if (fd >= 0)
+          drop(fd); /* it won the race with close's cancel */
+        return CLOSED;
+      }
+      return fd;
+    }
+    if (!l->armed) {
+      int r = arm(l);
+      if (r < 0)
+        return r;
+    }
+    int r = wait_in(&l->waiter, deadline, true);
+    /* A connection that came with the timeout or cancel is handed out
+     * (unless close has begun meanwhile: the loop's first check). */
+    if (r < 0 && !l->count && !l->closing)
+      return r;
+  }
+}
+
 int weft_listener_accept(weft_listener *l, int64_t deadline)
 {
   if (!l)
@@ -240,34 +316,14 @@ int weft_listener_accept(weft_listener *l, int64_t deadline)
     return -EPERM;
   if (t->shard != l->sh)
     return -EINVAL; /* the op's CQEs and our queue belong to that shard */
-  deadline = weft__deadline_for(t, deadline);
-  for (;;) {
-    if (l->count)
-      return pop(l);
-    if (l->nomem) {
-      l->nomem = false;
-      return -ENOMEM;
-    }
-    if (l->oneshot) {
-      l->oneshot_accepts++;
-      /* Held on l's shard as in wait_cqe: the accept's completion makes a
-       * stealable task runnable, and another shard could take it before it
-       * returns - to where l is not its to use. */
-      t->pinned_ops++;
-      int fd = weft_accept_dl(l->fd, NULL, NULL, l->flags, deadline);
-      t->pinned_ops--;
-      return fd;
-    }
-    if (!l->armed) {
-      int r = arm(l);
-      if (r < 0)
-        return r;
-    }
-    int r = wait_cqe(l, deadline, true);
-    /* A connection that came with the timeout or cancel is handed out. */
-    if (r < 0 && !l->count)
-      return r;
-  }
+  if (l->closing)
+    return CLOSED; /* nothing is armed again once close has begun */
+  l->users++;
+  int r = accept_here(l, t, weft__deadline_for(t, deadline));
+  /* Our last touch of l: once we are out, close may free it. */
+  if (--l->users == 0)
+    wake(&l->closer);
+  return r;
 }
 
 /* Closes the connections accepted and not handed out. */
@@ -285,11 +341,17 @@ static void close_queued(weft_listener *l)
 /* The close itself, by a task on l's shard. */
 static void close_here(weft_listener *l)
 {
+  l->closing = true;
   request_cancel(l);
-  /* Even a cancelled task waits here: l must outlive the op's last CQE
-   * (on l's shard: see wait_cqe). */
-  while (l->armed)
-    wait_cqe(l, WEFT_NO_DEADLINE, false);
+  /* A task waiting in accept returns -EBADF: woken here, or (one at a
+   * time) by the end of its accept. */
+  wake(&l->waiter);
+  if (l->acceptor)
+    weft__op_cancel_task(l->acceptor);
+  /* Even a cancelled task waits here: l must outlive the op's last CQE and
+   * every task in accept, woken or not yet (on l's shard: see wait_in). */
+  while (l->armed || l->users)
+    wait_in(&l->closer, WEFT_NO_DEADLINE, false);
   close_queued(l);
   shard_unlink(l);
   l->owner->pinned_ops--;
@@ -337,6 +399,12 @@ void weft_listener_close(weft_listener *l)
 uint64_t weft__listener_oneshot_accepts(const weft_listener *l)
 {
   return l->oneshot_accepts;
+}
+
+unsigned weft__listener_state(const weft_listener *l)
+{
+  return (l->waiter || l->acceptor ? WEFT__LST_ACCEPT_WAITS : 0u) |
+         (l->closing ? WEFT__LST_CLOSING : 0u) | (l->armed ? WEFT__LST_ARMED : 0u);
 }
 
 void weft__listener_sweep(weft__shard *sh)

@@ -28,6 +28,15 @@ extern atomic_bool weft__net_nowait;
  * so far. On l's shard, before it is closed. */
 uint64_t weft__listener_oneshot_accepts(const weft_listener *l);
 
+/* Test hook: what listener l is doing now (WEFT__LST_* bits), so that a
+ * test on l's shard can tell with a poll, not a sleep, that a task waits in
+ * weft_listener_accept or that a close has begun. On l's shard, before
+ * weft_listener_close has returned. */
+#define WEFT__LST_ACCEPT_WAITS 0x1u /* a task is suspended in weft_listener_accept */
+#define WEFT__LST_CLOSING 0x2u      /* weft_listener_close has begun */
+#define WEFT__LST_ARMED 0x4u        /* the accept op is in flight */
+unsigned weft__listener_state(const weft_listener *l);
+
 /* Tries the addresses of `ai` in order (weft_tcp_connect_dl after name
  * resolution): the first connected socket, or the last address's error.
  * Exposed so that the tests can give it several addresses. */

@@ -214,6 +214,11 @@ WEFT_API int weft_listener_open(weft_listener **l, int fd, int flags);
  * would still be in the kernel's backlog), so that it is not left behind.
  * -EINVAL for NULL or when called on another shard, -EPERM on a plain
  * thread, -ENOMEM if a connection had to be dropped for want of memory.
+ * -EBADF: weft_listener_close(l) has begun - from any task or thread,
+ * while this call waited or before it began; l is gone (or about to go)
+ * and must not be used again. Connections still queued then are closed by
+ * the close, never handed out. (A call after the close returned is a use
+ * of freed memory, like a use of a closed FILE *.)
  * While it waits here a task stays on the listener's shard, stealable or
  * not, so it returns on the shard it called from.
  * (The kernel reads RLIMIT_NOFILE when the accept is armed; a raised limit
@@ -225,10 +230,14 @@ WEFT_API int weft_listener_accept(weft_listener *l, int64_t deadline);
  * frees l; the listening socket may be closed once it returns. From any
  * coroutine or plain thread: off the listener's shard a task pinned there
  * does the work while the caller waits (its cancellation does not end that
- * wait). Not while another task waits in weft_listener_accept on l, nor
+ * wait). A task waiting in weft_listener_accept on l meanwhile is woken
+ * with -EBADF, and close returns only after that call has returned (it
+ * touches l no more); so does an accept begun while close waits. Not
  * after the runtime ended (l was freed with it). If no task can be started
  * for it - no memory, or the runtime is stopping - l stays open until the
- * runtime's end closes it, as a listener nobody closed. NULL is a no-op. */
+ * runtime's end closes it, as a listener nobody closed (a wait in its
+ * accept goes on until then, or until the stop cancels it). NULL is a
+ * no-op. */
 WEFT_API void weft_listener_close(weft_listener *l);
 
 #ifdef __cplusplus
