@@ -169,7 +169,8 @@ static int arm(weft_listener *l)
 {
   weft__op *op = &l->op;
   rlim_t nofile = nofile_now(); /* before: the kernel reads it at the SQE's prep */
-  struct io_uring_sqe *sqe = weft__op_begin(op, WEFT_NO_DEADLINE);
+  /* The op outlives any deadline scope of the task arming it: no timer. */
+  struct io_uring_sqe *sqe = weft__op_begin_multishot(op);
   if (!sqe)
     return op->res;
   io_uring_prep_multishot_accept(sqe, l->fd, NULL, NULL, l->flags);

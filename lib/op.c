@@ -88,7 +88,9 @@ static void requeue_cancel(weft__shard *sh, weft__op *op)
   weft__spin_unlock(&t->wait_lock);
 }
 
-int weft__op_prepare(weft__op *op, int64_t deadline)
+/* weft__op_prepare; `timed`: the op itself ends at the deadline (else
+ * only the checks are made, and the op has none). */
+static int prepare(weft__op *op, int64_t deadline, bool timed)
 {
   weft_task *t = weft__task_self();
   op->task = t;
@@ -111,11 +113,18 @@ int weft__op_prepare(weft__op *op, int64_t deadline)
   if (r < 0)
     return op->res = r;
   op->sh = t->shard;
+  if (!timed)
+    op->deadline = -1;
   /* Room for the deadline timer now, so arming it after the SQE is in the
    * ring cannot fail (the op would lose its deadline). */
   if (op->deadline >= 0 && weft__timer_reserve(&op->sh->timers) < 0)
     return op->res = -ENOMEM;
   return 0;
+}
+
+int weft__op_prepare(weft__op *op, int64_t deadline)
+{
+  return prepare(op, deadline, true);
 }
 
 void weft__op_adopt(weft__op *op, struct io_uring_sqe *sqe)
@@ -154,9 +163,9 @@ void weft__op_rearm(weft__op *op, struct io_uring_sqe *sqe)
   weft__op_armed(op);
 }
 
-struct io_uring_sqe *weft__op_begin(weft__op *op, int64_t deadline)
+static struct io_uring_sqe *begin(weft__op *op, int64_t deadline, bool timed)
 {
-  if (weft__op_prepare(op, deadline) < 0)
+  if (prepare(op, deadline, timed) < 0)
     return NULL;
   weft__shard *sh = op->sh;
   if (!reserve(sh, 1)) {
@@ -167,6 +176,16 @@ struct io_uring_sqe *weft__op_begin(weft__op *op, int64_t deadline)
   sh->sq_pending++;
   weft__op_adopt(op, sqe);
   return sqe;
+}
+
+struct io_uring_sqe *weft__op_begin(weft__op *op, int64_t deadline)
+{
+  return begin(op, deadline, true);
+}
+
+struct io_uring_sqe *weft__op_begin_multishot(weft__op *op)
+{
+  return begin(op, WEFT_NO_DEADLINE, false);
 }
 
 /* The deadline passed: cancel the op like weft_cancel would. */

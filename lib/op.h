@@ -85,6 +85,13 @@ static inline int weft__may_wait(weft_task *t, int64_t deadline)
   return deadline >= 0 && deadline <= weft__now() ? -ETIMEDOUT : 0;
 }
 
+/* weft__op_begin for an op that lives past one wait (see weft__op_armed
+ * below): it has no deadline - its owner outlives the task's deadline
+ * scope, which bounds the waits on the op, not the op - so no timer slot is
+ * reserved, which its owner would never arm. A cancelled task or a passed
+ * scope still fails it (-ECANCELED, -ETIMEDOUT). */
+struct io_uring_sqe *weft__op_begin_multishot(weft__op *op);
+
 /* Shard side: the op is over (no CQE of it will come any more): unpublish
  * it, consume a pending cancel node, make the task runnable. */
 void weft__op_finish(weft__shard *sh, weft__op *op);
