@@ -29,6 +29,7 @@
 atomic_bool weft__fs_force_pool;
 _Atomic uint64_t weft__fs_refused;
 atomic_bool weft__fs_nowait = true;
+atomic_bool weft__fs_no_probe;
 
 /* ---- which opcodes the kernel has -------------------------------------------
  * Probed once per process on the first call from a coroutine, through that
@@ -38,18 +39,30 @@ static _Atomic uint64_t uring_ops;
 
 static uint64_t probe(weft__shard *sh)
 {
-  int saved = errno; /* liburing and malloc may set it */
-  struct io_uring_probe *p = io_uring_get_probe_ring(&sh->ring);
+  int saved = errno; /* liburing may set it */
+  /* Room for the opcodes below 64, on the stack: a failed malloc must not
+   * pass for a kernel without probing (see below). */
+  _Alignas(struct io_uring_probe) unsigned char
+      buf[sizeof(struct io_uring_probe) + 64 * sizeof(struct io_uring_probe_op)];
+  memset(buf, 0, sizeof(buf));
+  struct io_uring_probe *p = (struct io_uring_probe *)(void *)buf;
+  int r = atomic_load_explicit(&weft__fs_no_probe, memory_order_relaxed)
+              ? -EINVAL
+              : io_uring_register_probe(&sh->ring, p, 64);
   uint64_t m = 0;
-  if (p) {
+  if (r >= 0) {
     for (int op = 0; op < 63; op++)
       if (io_uring_opcode_supported(p, op))
         m |= UINT64_C(1) << op;
-    io_uring_free_probe(p);
   } else {
-    /* A kernel without probing (< 5.6): try every opcode; metadata calls
-     * fall back on -EINVAL, which is what an unknown opcode gives. */
-    m = ~PROBED;
+    /* A kernel without probing is older than 5.6, which brought it along
+     * with every opcode from IORING_OP_FALLOCATE on (openat, close, statx,
+     * read, write, ...), and offset -1 for "the file position": of the
+     * calls here only fsync can be trusted to io_uring. Trying the others
+     * would not do - their -EINVAL is asked again on the pool only for
+     * metadata calls, so a read would fail and a close would leave its
+     * descriptor open. */
+    m = UINT64_C(1) << IORING_OP_FSYNC;
   }
   errno = saved;
   atomic_store_explicit(&uring_ops, m | PROBED, memory_order_relaxed);

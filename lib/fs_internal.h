@@ -25,10 +25,13 @@
 
 /* Test hooks. force_pool: every call takes the pool/system-call path.
  * refused: bit n set = treat opcode n as missing from the kernel.
- * nowait: weft_pread tries preadv2(RWF_NOWAIT) first (default on). */
+ * nowait: weft_pread tries preadv2(RWF_NOWAIT) first (default on).
+ * no_probe: the once-per-process probe fails as on a kernel before 5.6
+ * (set it before the first call). */
 extern atomic_bool weft__fs_force_pool;
 extern _Atomic uint64_t weft__fs_refused;
 extern atomic_bool weft__fs_nowait;
+extern atomic_bool weft__fs_no_probe;
 
 typedef struct weft__fs_call {
   int op;                /* IORING_OP_* (selects both the SQE and the syscall) */

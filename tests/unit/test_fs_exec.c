@@ -474,6 +474,42 @@ Test(fs, opcodes_missing_from_the_kernel_use_the_pool, .timeout = 30)
   rt_assert_no_leaks();
 }
 
+/* A kernel before 5.6 has no probing, and of the calls here io_uring has
+ * only fsync (readv and writev, but not at the file position): the rest
+ * (an unknown opcode's -EINVAL would fail a read, and leave a closed
+ * descriptor open) must run on the pool. */
+static void *no_probe_body(void *arg)
+{
+  (void)arg;
+  AT(f, "old-kernel");
+  char b[8] = "abcdefg", back[8] = {0};
+  struct iovec iov = {back, 4};
+  struct stat st;
+  uint64_t j0 = pool_jobs();
+  int fd = weft_open(f, O_RDWR | O_CREAT, 0600); /* pool */
+  CO_CHECK(fd >= 0);
+  CO_EQ(weft_pwrite(fd, b, 8, 0), 8); /* pool */
+  CO_EQ(weft_pread(fd, back, 8, 0), 8); /* pool (the cached read is off) */
+  CO_EQ(weft_preadv(fd, &iov, 1, 4), 4); /* pool */
+  CO_EQ(weft_fsync(fd, 0), 0);           /* io_uring */
+  CO_EQ(weft_fstat(fd, &st), 0);         /* pool */
+  CO_EQ(st.st_size, 8);
+  CO_EQ(weft_close(fd), 0); /* pool */
+  CO_EQ(pool_jobs() - j0, 6);
+  CO_CHECK(memcmp(back, b + 4, 4) == 0);
+  CO_EQ(fcntl(fd, F_GETFD), -1); /* closed */
+  return NULL;
+}
+
+Test(fs, a_kernel_without_probing_uses_the_pool_for_newer_opcodes, .timeout = 30)
+{
+  atomic_store(&weft__fs_no_probe, true);
+  atomic_store(&weft__fs_nowait, false);
+  rt_run(1, no_probe_body, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
 /* ---- plain threads -------------------------------------------------------------------------- */
 
 Test(fs, plain_thread_runs_the_system_calls, .timeout = 30)
