@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -165,11 +166,59 @@ static int push(du_walk *w, char *path)
   return 0;
 }
 
+/* open(2) of a directory to scan, also one whose path is PATH_MAX bytes or
+ * longer (a deep tree is still a tree: du(1) measures it). Such a path is
+ * opened in pieces shorter than PATH_MAX, each cut at a '/' and opened
+ * relative to the one before; components are at most NAME_MAX bytes, so
+ * there is always a '/' to cut at. -1 and errno on failure. */
+static int open_dir(const char *dir)
+{
+  const int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+  int at = AT_FDCWD;
+  char piece[PATH_MAX];
+  size_t left = strlen(dir);
+  while (left >= PATH_MAX) {
+    size_t cut = PATH_MAX - 1;
+    while (cut > 0 && dir[cut] != '/')
+      cut--;
+    if (cut == 0) {
+      if (at != AT_FDCWD)
+        close(at);
+      errno = ENAMETOOLONG;
+      return -1;
+    }
+    memcpy(piece, dir, cut);
+    piece[cut] = '\0';
+    int fd = openat(at, piece, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    int e = errno;
+    if (at != AT_FDCWD)
+      close(at);
+    if (fd < 0) {
+      errno = e;
+      return -1;
+    }
+    at = fd;
+    dir += cut + 1;
+    left -= cut + 1;
+    while (*dir == '/') { /* relative to `at`, never absolute */
+      dir++;
+      left--;
+    }
+  }
+  int fd = openat(at, dir, flags);
+  if (at != AT_FDCWD) {
+    int e = errno;
+    close(at);
+    errno = e;
+  }
+  return fd;
+}
+
 /* Accounts every entry of one directory and queues its subdirectories.
  * A directory or entry that vanished (or was replaced) meanwhile is skipped. */
 static int scan(du_walk *w, const char *dir, unsigned *entries)
 {
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int fd = open_dir(dir);
   if (fd < 0)
     return errno == ENOENT || errno == ENOTDIR || errno == ELOOP ? 0 : -errno;
   size_t dlen = strlen(dir);

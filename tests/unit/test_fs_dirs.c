@@ -471,6 +471,68 @@ Test(fs, du_of_a_wide_tree_takes_several_jobs, .timeout = 60)
   cr_assert_eq(t.disk_bytes, nftw_disk);
 }
 
+/* A chain of DEEP directories of 200-byte names under `top` - paths far
+ * longer than PATH_MAX - with a 1000-byte file at the bottom. Built and
+ * removed through descriptors (mkdir(2) and nftw(3) would say
+ * ENAMETOOLONG), so `remove` is the teardown's job done by hand. */
+#define DEEP 40
+
+static void deep_tree(const char *top, bool remove)
+{
+  char name[201];
+  memset(name, 'd', 200);
+  name[200] = '\0';
+  int fds[DEEP + 1];
+  if (!remove)
+    cr_assert_eq(mkdir(top, 0755), 0);
+  fds[0] = open(top, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  cr_assert_geq(fds[0], 0);
+  for (int i = 0; i < DEEP; i++) {
+    if (!remove)
+      cr_assert_eq(mkdirat(fds[i], name, 0755), 0);
+    fds[i + 1] = openat(fds[i], name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    cr_assert_geq(fds[i + 1], 0);
+  }
+  if (remove) {
+    cr_assert_eq(unlinkat(fds[DEEP], "f", 0), 0);
+    for (int i = DEEP; i > 0; i--) {
+      close(fds[i]);
+      cr_assert_eq(unlinkat(fds[i - 1], name, AT_REMOVEDIR), 0);
+    }
+  } else {
+    int f = openat(fds[DEEP], "f", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    cr_assert_geq(f, 0);
+    char data[1000] = {0};
+    cr_assert_eq(write(f, data, sizeof(data)), (ssize_t)sizeof(data));
+    close(f);
+    for (int i = 1; i <= DEEP; i++)
+      close(fds[i]);
+  }
+  close(fds[0]);
+}
+
+static void *du_deep_body(void *arg)
+{
+  weft_du_totals *t = arg;
+  AT(top, "deep");
+  CO_EQ(weft_du(top, t), 0);
+  return NULL;
+}
+
+Test(fs, du_of_a_tree_deeper_than_path_max, .timeout = 30)
+{
+  AT(top, "deep");
+  deep_tree(top, false);
+  weft_du_totals t = {0};
+  rt_run(1, du_deep_body, &t);
+  deep_tree(top, true); /* first: a failed check ends the test */
+  rt_assert_clean();
+  cr_assert_eq(t.dirs, DEEP + 1);
+  cr_assert_eq(t.files, 1);
+  cr_assert_eq(t.bytes, 1000);
+  cr_assert_eq(t.others, 0);
+}
+
 /* du cancelled between batches: after its first pool job ran, before the
  * next is queued. The pool has one thread, held by a busy job while du's
  * first batch queues behind it; then a task on du's shard holds that shard
