@@ -42,6 +42,12 @@ static int in_the_way(const char *path, bool last)
   int r = weft_statx(AT_FDCWD, path, 0, STATX_TYPE, &x);
   if (r == 0 && S_ISDIR(x.stx_mode))
     return 0;
+  /* What statx says of a name that is there but leads to no directory: a
+   * symlink dangling, looping, through a non-directory or out of reach.
+   * Any other failure (a cancel, the deadline, no SQE or pool thread)
+   * tells nothing about path, so it is the result - not "in the way". */
+  if (r < 0 && r != -ENOENT && r != -ELOOP && r != -ENOTDIR && r != -EACCES)
+    return r;
   if (last)
     return -EEXIST;
   return r < 0 ? r : -ENOTDIR;

@@ -7,6 +7,8 @@
  */
 #include "fs_test.h"
 
+#include "fault.h"
+
 #include <sched.h>
 
 static void put(const char *path, const char *data, size_t n)
@@ -73,6 +75,31 @@ static void *mkdir_body(void *arg)
 Test(fs, mkdir_and_mkdir_all, .timeout = 30)
 {
   rt_run(1, mkdir_body, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+/* mkdir -p of a directory that is there: mkdir says -EEXIST, then a statx
+ * tells a directory from something in the way. A statx that cannot run
+ * (here no SQE for it: -EBUSY; a cancel or a passed deadline scope alike)
+ * says nothing about path: its error is the result, not -EEXIST ("not a
+ * directory"). */
+static void *mkdir_all_statx_fails_body(void *arg)
+{
+  (void)arg;
+  AT(d, "there");
+  CO_EQ(mkdir(d, 0755), 0);
+  weft__fault_arm(WEFT__FAULT_OP_SQ, 2); /* the mkdir gets its SQE, the statx none */
+  int r = weft_mkdir_all(d, 0755);
+  weft__fault_arm(WEFT__FAULT_OP_SQ, 0);
+  CO_EQ(r, -EBUSY);
+  CO_EQ(weft_mkdir_all(d, 0755), 0);
+  return NULL;
+}
+
+Test(fs, mkdir_all_reports_a_failed_statx_as_it_is, .timeout = 30)
+{
+  rt_run(1, mkdir_all_statx_fails_body, NULL);
   rt_assert_clean();
   rt_assert_no_leaks();
 }
