@@ -6,14 +6,30 @@
  * stack of its own, so the shard pauses only until the child execs), then
  * wait for it here: the coroutine is suspended, not the shard.
  *
+ *     posix_spawnattr_t attr;             see "signal mask" below
+ *     sigset_t none;
+ *     sigemptyset(&none);
+ *     posix_spawnattr_init(&attr);
+ *     posix_spawnattr_setsigmask(&attr, &none);
+ *     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
  *     pid_t pid;
  *     char *argv[] = {"gzip", "-9", "big.log", NULL};
- *     if (posix_spawnp(&pid, "gzip", NULL, NULL, argv, environ) == 0) {
+ *     if (posix_spawnp(&pid, "gzip", NULL, &attr, argv, environ) == 0) {
  *       int status;
  *       if (weft_process_wait_dl(pid, &status, weft_now() + 60 * WEFT_SEC) == 0 &&
  *           WIFEXITED(status) && WEXITSTATUS(status) == 0)
  *         ...
  *     }
+ *     posix_spawnattr_destroy(&attr);
+ *
+ * The signal mask: a child starts with the mask of the thread that spawned
+ * it and keeps it across exec. Shard threads, and the blocking pool's, block
+ * SIGPIPE (so that a write to a broken pipe or socket gives weft's callers
+ * -EPIPE): a child spawned from a coroutine or a pool job without a mask of
+ * its own would have SIGPIPE blocked too, and a write of its to a pipe whose
+ * reader is gone would fail with EPIPE instead of ending it as usual. Give
+ * it the mask it should have, as above - usually an empty one, which also
+ * keeps from it the signals blocked for weft_signal_open (weft/signal.h).
  *
  * Do not fork() in a coroutine unless the child calls only async-signal-safe
  * functions until it execs: the child gets a copy of the runtime but none of

@@ -204,6 +204,57 @@ Test(process, wait_on_a_plain_thread, .timeout = 30)
   io_close_pipe(p);
 }
 
+/* ---- what a child inherits -------------------------------------------------------------- */
+
+/* The SigBlk mask of a grep started (no shell: dash resets its mask) from
+ * this thread with `attr`, read from its own /proc/self/status. */
+static unsigned long long child_blocked(const posix_spawnattr_t *attr)
+{
+  int p[2];
+  CO_EQ(io_pipe(p), 0);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+  char *argv[] = {"grep", "SigBlk", "/proc/self/status", NULL};
+  pid_t pid = -1;
+  CO_EQ(posix_spawn(&pid, "/bin/grep", &fa, attr, argv, environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  close(p[1]);
+  char out[128] = {0};
+  CO_CHECK(weft_read_full(p[0], out, sizeof(out) - 1) > 0);
+  close(p[0]);
+  int status = -1;
+  CO_EQ(weft_process_wait(pid, &status), 0);
+  CO_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  unsigned long long mask = ~0ull;
+  CO_EQ(sscanf(out, "SigBlk: %llx", &mask), 1);
+  return mask;
+}
+
+/* process.h: a child started on a shard thread keeps that thread's SIGPIPE
+ * block across exec; a mask of its own (POSIX_SPAWN_SETSIGMASK) undoes it. */
+static void *sigmask_main(void *arg)
+{
+  (void)arg;
+  const unsigned long long pipe_bit = 1ull << (SIGPIPE - 1);
+  CO_EQ(child_blocked(NULL) & pipe_bit, pipe_bit);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  CO_EQ(child_blocked(&attr), 0);
+  posix_spawnattr_destroy(&attr);
+  return NULL;
+}
+
+Test(process, a_child_spawned_in_a_coroutine_has_sigpipe_blocked, .timeout = 30)
+{
+  rt_run(1, sigmask_main, NULL);
+  rt_assert_clean();
+}
+
 /* ---- fork in a coroutine --------------------------------------------------------------- */
 
 
