@@ -63,7 +63,10 @@ extern "C" {
  * a child of this process, already reaped, or no such process at all),
  * -EMFILE/-ENFILE (no descriptor for the pidfd), -ETIMEDOUT, -ECANCELED,
  * -ENOMEM (rarely, in a coroutine with a deadline: no room for its timer,
- * as in weft/io.h; the child is left as it is). A passed deadline or a cancel fails the call first (only -EINVAL comes
+ * as in weft/io.h; the child is left as it is), -EBUSY (rarely, in a
+ * coroutine: weft_poll's, the shard's submission queue stayed full; the
+ * child is left as it is). A passed deadline or a cancel fails the call
+ * first (only -EINVAL comes
  * before it), even for a child that has ended or a pid that is no child,
  * and reaps nothing: the child is left as it is (still running,
  * or a zombie for the next wait) - kill it first if it must not outlive the

@@ -365,3 +365,31 @@ Test(process, no_memory_for_the_deadline_timer_is_enomem, .timeout = 30)
   rt_run(1, no_timer_main, NULL);
   rt_assert_clean();
 }
+
+/* No SQE for the pidfd's poll even after a submit (the shard's SQ stays
+ * full): weft_poll's -EBUSY, and the child is left for the next wait. */
+static void *no_sqe_main(void *arg)
+{
+  (void)arg;
+  int p[2];
+  CO_EQ(io_pipe(p), 0);
+  pid_t pid = spawn_sh("read x; exit 6", p[0]);
+  CO_CHECK(pid > 0);
+  int status = -1;
+  weft__fault_arm(WEFT__FAULT_OP_SQ, 1);
+  int r = weft_process_wait(pid, &status);
+  weft__fault_arm(WEFT__FAULT_OP_SQ, 0);
+  CO_EQ(r, -EBUSY);
+  CO_EQ(status, -1);
+  CO_EQ(write(p[1], "go\n", 3), 3);
+  CO_EQ(weft_process_wait(pid, &status), 0);
+  CO_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 6);
+  io_close_pipe(p);
+  return NULL;
+}
+
+Test(process, no_sqe_for_the_poll_is_ebusy, .timeout = 30)
+{
+  rt_run(1, no_sqe_main, NULL);
+  rt_assert_clean();
+}
