@@ -217,8 +217,10 @@ WEFT_API int weft_mkdir(const char *path, mode_t mode);
 /* mkdir -p: creates path and any missing parents, all with `mode`. 0 when
  * path is (or already was) a directory, or a symlink to one. -ENOTDIR when
  * an existing component on the way is not a directory (e.g. a regular
- * file), -EEXIST when path itself exists and is not a directory, -ENOENT
- * for "". Safe against concurrent creators of the same directories. */
+ * file), -ENOENT when it is a dangling symlink (as mkdir(2); nothing is
+ * made where it points), -EEXIST when path itself exists and is not a
+ * directory (a dangling symlink included), -ENOENT for "". Safe against
+ * concurrent creators of the same directories. */
 WEFT_API int weft_mkdir_all(const char *path, mode_t mode);
 
 /* renameat2(2): flags 0 (replace newpath if it exists), or one of

@@ -69,6 +69,15 @@ static void *mkdir_body(void *arg)
   AT(real, "d/q/r");
   CO_CHECK(is_dir(real));
   CO_EQ(weft_mkdir_all(lnk, 0755), 0);
+  /* Through a dangling symlink: -ENOENT, as mkdir(2) says it, and nothing
+   * is made where it points; at the end: in the way, -EEXIST. */
+  AT(dang, "dang");
+  AT(via_dang, "dang/q");
+  AT(nowhere, "nowhere");
+  CO_EQ(weft_symlink("nowhere", dang), 0);
+  CO_EQ(weft_mkdir_all(via_dang, 0755), -ENOENT);
+  CO_EQ(weft_mkdir_all(dang, 0755), -EEXIST);
+  CO_CHECK(access(nowhere, F_OK) < 0);
   return NULL;
 }
 
