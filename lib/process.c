@@ -25,7 +25,8 @@ static int pidfd_open_errno(pid_t pid)
 
 /* waitid(2) on the pidfd, never blocking: 1 and the status in waitpid's
  * form once the child has ended (and is reaped, unless `peek`), 0 while it
- * runs, or -errno (-ECHILD: not our child, or reaped by someone else). */
+ * runs, or -errno (-ECHILD: not our child, or reaped by someone else;
+ * -ENOSYS: a kernel before 5.4). */
 static int try_wait(int pidfd, int *status, bool peek)
 {
   for (;;) {
@@ -34,7 +35,9 @@ static int try_wait(int pidfd, int *status, bool peek)
     if (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED | WNOHANG | (peek ? WNOWAIT : 0)) < 0) {
       if (errno == EINTR)
         continue;
-      return -errno;
+      /* The options are valid, so EINVAL means the kernel has no P_PIDFD
+       * (Linux 5.3: pidfd_open but not this): say so, not "pid <= 0". */
+      return errno == EINVAL ? -ENOSYS : -errno;
     }
     if (si.si_pid == 0)
       return 0;

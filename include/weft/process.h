@@ -65,7 +65,9 @@ extern "C" {
  * -ENOMEM (rarely, in a coroutine with a deadline: no room for its timer,
  * as in weft/io.h; the child is left as it is), -EBUSY (rarely, in a
  * coroutine: weft_poll's, the shard's submission queue stayed full; the
- * child is left as it is). A passed deadline or a cancel fails the call
+ * child is left as it is), -ENOSYS (a kernel before 5.4, without
+ * pidfd_open(2) or waitid(2) on a pidfd: nothing is reaped, use
+ * waitpid(2)). A passed deadline or a cancel fails the call
  * first (only -EINVAL comes
  * before it), even for a child that has ended or a pid that is no child,
  * and reaps nothing: the child is left as it is (still running,

@@ -12,8 +12,13 @@
 #include "core.h"
 #include "fault.h"
 
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <spawn.h>
+#include <stddef.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 
@@ -391,5 +396,60 @@ static void *no_sqe_main(void *arg)
 Test(process, no_sqe_for_the_poll_is_ebusy, .timeout = 30)
 {
   rt_run(1, no_sqe_main, NULL);
+  rt_assert_clean();
+}
+
+/* ---- kernels without pidfds ------------------------------------------------------------ */
+
+/* From now on (every thread of this test's process, and its children)
+ * system call `nr` fails with `err` - only when its first argument is
+ * only_arg0, if that is >= 0: a kernel that lacks the call, or one of its
+ * id types. */
+static void refuse(long nr, int err, long only_arg0)
+{
+  struct sock_filter f[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nr, 0, 3),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)only_arg0, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (unsigned)err),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  if (only_arg0 < 0)
+    f[3] = (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, 0); /* any argument */
+  struct sock_fprog prog = {.len = sizeof(f) / sizeof(f[0]), .filter = f};
+  cr_assert_eq(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+  cr_assert_eq(syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog), 0);
+}
+
+/* Linux 5.3 has pidfd_open but no waitid on a pidfd (its EINVAL), 5.2 not
+ * even pidfd_open: -ENOSYS either way, not an -EINVAL that says "pid <= 0";
+ * the child is left for waitpid. */
+static void *no_pidfd_main(void *arg)
+{
+  (void)arg;
+  pid_t pid = spawn_sh("exit 2", -1);
+  CO_CHECK(pid > 0);
+  int status = -1;
+  CO_EQ(weft_process_wait(pid, &status), -ENOSYS);
+  CO_EQ(status, -1);
+  CO_EQ(waitpid(pid, &status, 0), pid);
+  CO_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 2);
+  return NULL;
+}
+
+Test(process, a_kernel_without_waitid_on_a_pidfd_is_enosys, .timeout = 30)
+{
+  refuse(SYS_waitid, EINVAL, P_PIDFD);
+  no_pidfd_main(NULL); /* a plain thread */
+  rt_run(1, no_pidfd_main, NULL);
+  rt_assert_clean();
+}
+
+Test(process, a_kernel_without_pidfd_open_is_enosys, .timeout = 30)
+{
+  refuse(SYS_pidfd_open, ENOSYS, -1);
+  no_pidfd_main(NULL);
+  rt_run(1, no_pidfd_main, NULL);
   rt_assert_clean();
 }
