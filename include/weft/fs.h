@@ -244,7 +244,9 @@ WEFT_API int weft_symlink(const char *target, const char *linkpath);
 
 /* readlink(2), '\0'-terminated: the length of the target (without the
  * terminator). -ERANGE when buf cannot hold target and terminator (size 0
- * included), -EINVAL if path is not a symlink. Runs on the blocking pool. */
+ * included): buf then holds the first `size` bytes of the target, with no
+ * terminator. -EINVAL if path is not a symlink; on errors other than
+ * -ERANGE buf is not written. Runs on the blocking pool. */
 WEFT_API ssize_t weft_readlink(const char *path, char *buf, size_t size);
 
 /* realpath(3): the canonical absolute path in a new malloc'd string *out

@@ -216,8 +216,15 @@ static void *links_body(void *arg)
   CO_EQ(weft_readlink(s, buf, strlen(target) + 1), (ssize_t)strlen(target)); /* just fits */
   CO_EQ(weft_readlink(s, buf, strlen(target)), -ERANGE); /* no room for '\0' */
   CO_EQ(weft_readlink(s, buf, 0), -ERANGE);
+  /* What a failure leaves in buf: after -ERANGE the first `size` bytes of
+   * the target, unterminated; after another error nothing. */
+  memset(buf, '#', sizeof(buf));
+  CO_EQ(weft_readlink(s, buf, 4), -ERANGE);
+  CO_CHECK(memcmp(buf, "some#", 5) == 0);
+  memset(buf, '#', sizeof(buf));
   CO_EQ(weft_readlink(f, buf, sizeof(buf)), -EINVAL); /* not a symlink */
   CO_EQ(weft_readlink(missing, buf, sizeof(buf)), -ENOENT);
+  CO_EQ(buf[0], '#');
   CO_EQ(weft_readlink(NULL, buf, sizeof(buf)), -EFAULT);
   /* unlink / rmdir */
   CO_EQ(weft_mkdir(d, 0755), 0);
