@@ -73,8 +73,9 @@ enum weft__task_state {
 };
 
 /* Something a task holds that must be ended before the task does: an armed
- * multishot op and the object around it (weft_listener, weft_recv_stream,
- * weft_uring_multishot). Linked on the task while open; a body that returns
+ * multishot op and the object around it (weft_recv_stream,
+ * weft_uring_multishot; not weft_listener, which outlives its opener until
+ * it is closed or the runtime sweeps it, lib/listener.c). Linked on the task while open; a body that returns
  * with one still open has it ended by the task itself, before it finishes
  * (weft__task_body), so no op outlives its task and the runtime can stop. */
 typedef struct weft__held weft__held;

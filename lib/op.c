@@ -127,6 +127,11 @@ int weft__op_prepare(weft__op *op, int64_t deadline)
   return prepare(op, deadline, true);
 }
 
+int weft__op_prepare_multishot(weft__op *op)
+{
+  return prepare(op, WEFT_NO_DEADLINE, false);
+}
+
 void weft__op_adopt(weft__op *op, struct io_uring_sqe *sqe)
 {
   io_uring_sqe_set_data(sqe, op);

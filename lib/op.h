@@ -91,6 +91,8 @@ static inline int weft__may_wait(weft_task *t, int64_t deadline)
  * reserved, which its owner would never arm. A cancelled task or a passed
  * scope still fails it (-ECANCELED, -ETIMEDOUT). */
 struct io_uring_sqe *weft__op_begin_multishot(weft__op *op);
+/* The same for weft__op_prepare (an SQE the caller has). */
+int weft__op_prepare_multishot(weft__op *op);
 
 /* Shard side: the op is over (no CQE of it will come any more): unpublish
  * it, consume a pending cancel node, make the task runnable. */

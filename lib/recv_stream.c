@@ -499,7 +499,7 @@ int weft_recv_stream_open(weft_recv_stream **out, int fd, const weft_recv_stream
     return -EPERM;
   int saved = errno; /* sysconf and the allocator may touch it */
   weft_recv_stream *s = weft__calloc(1, sizeof(*s));
-  int r = s ? weft__op_prepare(&s->op, WEFT_NO_DEADLINE) : -ENOMEM;
+  int r = s ? weft__op_prepare_multishot(&s->op) : -ENOMEM;
   if (r < 0)
     goto fail;
   s->op.on_cqe = on_cqe;

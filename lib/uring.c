@@ -269,7 +269,7 @@ int weft_uring_multishot_begin(weft_uring_multishot **out, struct io_uring_sqe *
   int r = -EINVAL;
   if (out && handed_out(sh, &sqe, 1) && !streams_group(sqe)) {
     ms = weft__calloc(1, sizeof(*ms));
-    r = ms ? weft__op_prepare(&ms->op, WEFT_NO_DEADLINE) : -ENOMEM;
+    r = ms ? weft__op_prepare_multishot(&ms->op) : -ENOMEM;
   }
   if (r < 0) {
     weft__uring_abandon(sh);

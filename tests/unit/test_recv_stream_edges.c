@@ -391,16 +391,15 @@ Test(recv_stream, multishot_refusal_switches_at_the_next_that_sees_it, .timeout 
   run_on_pair(WEFT__RS_FORCE_NO_MULTISHOT, unix_pair, 1, late_switch_main);
 }
 
-/* Every allocation of open can fail: -ENOMEM and nothing left behind -
- * except the buffer ring's, which makes the stream take the plain path. */
-static void *oom_main(void *arg)
+/* Opens a stream on fd failing the 1st, 2nd, ... allocation until one
+ * opens: how many failed (-ENOMEM each, nothing left behind). */
+static int open_failures(int fd)
 {
-  int *fds = arg;
   weft_recv_stream *s;
   int failed = 0;
   for (long nth = 1; nth <= 8; nth++) {
     weft__fault_arm(WEFT__FAULT_MALLOC, nth);
-    int r = weft_recv_stream_open(&s, fds[0], NULL);
+    int r = weft_recv_stream_open(&s, fd, NULL);
     weft__fault_arm(WEFT__FAULT_MALLOC, 0);
     if (r == 0) {
       CO_EQ(weft_recv_stream_multishot(s), 0);
@@ -410,8 +409,27 @@ static void *oom_main(void *arg)
     CO_EQ(r, -ENOMEM);
     failed++;
   }
+  return failed;
+}
+
+/* Every allocation of open can fail: -ENOMEM and nothing left behind -
+ * except the buffer ring's, which makes the stream take the plain path.
+ * Inside a deadline scope too, and no more of them there: the stream's op
+ * outlives the scope and has no deadline, so no timer slot is reserved
+ * for it (once one was, never used, and the open failed when the shard's
+ * timer heap could not grow). */
+static void *oom_main(void *arg)
+{
+  int *fds = arg;
+  weft_recv_stream *s;
   /* The record, the buffers, the queue; then it opens (plain path). */
-  CO_EQ(failed, 3);
+  CO_EQ(open_failures(fds[0]), 3);
+  weft__timer_heap *h = &weft__task_self()->shard->timers;
+  CO_EQ(h->n, h->cap); /* nothing timed yet: a slot would grow the heap */
+  int64_t saved = weft_deadline_push(weft_now() + 60 * WEFT_SEC);
+  CO_EQ(open_failures(fds[0]), 3);
+  weft_deadline_pop(saved);
+  CO_EQ(h->n, h->cap);
   CO_EQ(weft_recv_stream_open(&s, fds[0], NULL), 0);
   CO_EQ(weft_recv_stream_multishot(s), multishot_at_open());
   CO_EQ(weft_recv_stream_close(s), 0);

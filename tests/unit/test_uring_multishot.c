@@ -9,6 +9,8 @@
 #include "rt_internal.h"
 #include "uring_test.h"
 
+#include "fault.h"
+
 #include <poll.h>
 
 /* Kernel 6.4; liburing 2.3's headers predate it. */
@@ -214,6 +216,37 @@ static void *ms_end_scope_main(void *arg)
 Test(uring, multishot_end_in_an_expired_scope, .timeout = 10)
 {
   rt_run(1, ms_end_scope_main, NULL);
+  rt_assert_clean();
+}
+
+/* begin() in a deadline scope reserves nothing in the shard's timer heap:
+ * the op outlives the scope and has no deadline (a next() bounded by the
+ * scope arms a timer of its own), so the begin cannot fail for want of a
+ * slot it never uses. Nothing is timed on this shard yet, so a slot would
+ * grow the heap - the second allocation, after ms itself. */
+static void *ms_begin_scope_main(void *arg)
+{
+  (void)arg;
+  int p[2];
+  CO_EQ(io_pipe(p), 0);
+  weft__timer_heap *h = &weft__task_self()->shard->timers;
+  CO_EQ(h->n, h->cap);
+  int64_t saved = weft_deadline_push(weft_now() + 60 * WEFT_SEC);
+  weft_uring_multishot *ms;
+  weft__fault_arm(WEFT__FAULT_MALLOC, 2);
+  CO_EQ(poll_begin(&ms, p[0]), 0);
+  CO_EQ(atomic_load(&weft__fault_countdown[WEFT__FAULT_MALLOC]), 1); /* ms only */
+  weft__fault_arm(WEFT__FAULT_MALLOC, 0);
+  CO_EQ(h->n, h->cap);
+  weft_deadline_pop(saved);
+  CO_EQ(weft_uring_multishot_end(ms), 0);
+  io_close_pipe(p);
+  return NULL;
+}
+
+Test(uring, multishot_begin_in_a_scope_takes_no_timer_slot, .timeout = 10)
+{
+  rt_run(1, ms_begin_scope_main, NULL);
   rt_assert_clean();
 }
 
