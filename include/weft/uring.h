@@ -142,7 +142,7 @@ typedef struct weft_uring_multishot weft_uring_multishot;
  * (NULL ms, sqe is not the one SQE weft_uring_sqe handed out, or it uses a
  * buffer group of weft's, see above), -ENOMEM, -ECANCELED or -ETIMEDOUT
  * (the task is cancelled, or its deadline scope has ended). On failure the
- * SQEs handed out are turned into NOPs. A single-shot sqe is taken as well
+ * SQEs handed out are turned into NOPs and *ms is not written. A single-shot sqe is taken as well
  * (one op, never a chain: IOSQE_IO_LINK is cleared): next() hands out its
  * CQE(s) - one, or a zero-copy send's result and then its notification -
  * and then returns 0, as for a multishot op that ended. */

@@ -74,7 +74,8 @@ static void *stray_main(void *arg)
       return NULL;
     io_uring_prep_read(sqe[0], p[0], buf, sizeof(buf), 0);
     struct io_uring_sqe foreign;
-    weft_uring_multishot *ms = NULL;
+    weft_uring_multishot *const untouched = (weft_uring_multishot *)(void *)&foreign;
+    weft_uring_multishot *ms = untouched; /* not NULL: a write of NULL shows */
     int r;
     switch (how) {
     case BAD_COUNT_0:
@@ -113,7 +114,7 @@ static void *stray_main(void *arg)
       break;
     }
     CO_EQ(r, -EINVAL);
-    CO_CHECK(ms == NULL);
+    CO_CHECK(ms == untouched);
     /* Submit whatever is queued, then give the read its data. */
     CO_EQ(weft_nop(), 0);
     CO_EQ(write(p[1], "data", 4), 4);
@@ -144,9 +145,10 @@ Test(uring, plain_thread_gets_no_sqe, .timeout = 30)
   cr_assert_eq(weft_uring_wait(&sqe, 1, NULL, WEFT_NO_DEADLINE), -EPERM);
   cr_assert_eq(weft_uring_wait(NULL, 1, NULL, WEFT_NO_DEADLINE), -EINVAL);
   cr_assert_eq(weft_uring_wait(&sqe, 0, NULL, WEFT_NO_DEADLINE), -EINVAL);
-  weft_uring_multishot *ms = NULL;
+  weft_uring_multishot *const untouched = (weft_uring_multishot *)(void *)&fake;
+  weft_uring_multishot *ms = untouched; /* not NULL: a write of NULL shows */
   cr_assert_eq(weft_uring_multishot_begin(&ms, sqe), -EPERM);
-  cr_assert_null(ms);
+  cr_assert_eq(ms, untouched);
   cr_assert_eq(weft_uring_multishot_begin(NULL, sqe), -EINVAL);
   cr_assert_eq(weft_uring_multishot_begin(&ms, NULL), -EINVAL);
   cr_assert_eq(weft_uring_multishot_next(NULL, NULL, NULL, WEFT_NO_DEADLINE), -EINVAL);
