@@ -662,6 +662,13 @@ static inline void weft__waitq_settle(weft__waitq *q)
 int weft__waiter_wait(weft__waiter *w, int64_t deadline);
 /* Cancels the wait t is suspended in, if any. */
 void weft__task_cancel_wait(weft_task *t);
+/* Futex wait/wake for plain threads blocking on weft objects. Sleeps while
+ * *word == expected, until woken or CLOCK_MONOTONIC passes `deadline` (ns,
+ * -1 = none). Returns 0 (woken, or the value differed), -ETIMEDOUT, or
+ * -EINTR. */
+int weft__futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t deadline);
+/* Wakes up to n threads sleeping on word. */
+void weft__futex_wake(_Atomic uint32_t *word, int n);
 
 /* ---- runtime (lib/runtime.c) ------------------------------------------------ */
 /* Tasks created and not finished, counted without a shared counter: each

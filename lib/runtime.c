@@ -2,7 +2,6 @@
 /* Runtime configuration, start and stop. */
 #include "core.h"
 #include "fence.h"
-#include "futex.h"
 
 #include "../coro/fault.h"
 #include "weft_build_config.h"

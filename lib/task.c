@@ -2,7 +2,6 @@
 /* Tasks: spawn with placement, join, detach, cancel, yield. */
 #include "core.h"
 #include "fence.h"
-#include "futex.h"
 #include "op.h"
 
 #include <errno.h>
