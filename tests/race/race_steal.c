@@ -210,6 +210,37 @@ static void *submitter_main(void *arg)
   return NULL;
 }
 
+/* Whether the trees above were stolen from depends on how the machine
+ * schedules the two shard threads: on a loaded one, both can stay busy
+ * with their own work until the end. So the run ends with a steal that is
+ * sure to come: a task pinned on shard 0 spawns stealable probes there -
+ * into its own queue, which wakes the idle shard 1 - and then keeps the
+ * shard busy (never yielding: the probes cannot run on shard 0 meanwhile)
+ * until the runtime's stats show a steal, for at most 60 s. */
+#define PROBES 8
+
+static atomic_int probes_ran;
+
+static void *probe(void *arg)
+{
+  (void)arg;
+  atomic_fetch_add(&probes_ran, 1);
+  return NULL;
+}
+
+static void *hog_until_stolen(void *arg)
+{
+  weft_runtime *rt = arg;
+  for (int i = 0; i < PROBES; i++)
+    CHECK(weft_spawn(NULL, NULL, probe, NULL) == 0);
+  int64_t give_up = weft_now() + 60 * WEFT_SEC;
+  weft_stats st = {0};
+  while (weft_now() < give_up && weft_stats_get(rt, -1, &st) == 0 && st.steal_success == 0)
+    sched_yield();
+  CHECK(st.steal_success > 0);
+  return NULL;
+}
+
 static int pin_and_join(weft_runtime *rt, int shard, void *(*fn)(void *), void *arg)
 {
   weft_task *t;
@@ -262,6 +293,10 @@ static int runtime_part(void)
   for (int i = 0; i < 600000 && atomic_load(&finished_tasks) < TASKS; i++)
     weft_sleep(100 * WEFT_USEC);
   CHECK(atomic_load(&finished_tasks) == TASKS);
+  CHECK(pin_and_join(rt, 0, hog_until_stolen, rt) == 0);
+  for (int i = 0; i < 600000 && atomic_load(&probes_ran) < PROBES; i++)
+    weft_sleep(100 * WEFT_USEC);
+  CHECK(atomic_load(&probes_ran) == PROBES);
   for (int i = 0; i < 100000; i++) {
     CHECK(weft_stats_get(rt, -1, &st) == 0);
     if (st.live == 0)
@@ -269,7 +304,7 @@ static int runtime_part(void)
     weft_sleep(100 * WEFT_USEC);
   }
   CHECK(st.live == 0);
-  uint64_t all = (uint64_t)TASKS + 2 + 2; /* + note_tid x2 + growers */
+  uint64_t all = (uint64_t)TASKS + 2 + 2 + 1 + PROBES; /* + note_tid x2 + growers + the hog's */
   CHECK(st.spawned == all);
   CHECK(st.finished == all);
   CHECK(st.steal_success > 0);
