@@ -185,6 +185,7 @@ struct io_uring_sqe *weft__ring_sqe(weft__shard *sh)
     return NULL;
   struct io_uring_sqe *sqe = io_uring_get_sqe(&sh->ring);
   if (!sqe) {
+    weft__count(&sh->stats.sq_full_flushes, 1);
     io_uring_submit(&sh->ring);
     weft__count(&sh->stats.enters, 1);
     sh->sq_pending = 0;
