@@ -75,9 +75,13 @@ void weft__shard_ready_local(weft__shard *sh, weft_task *t)
 void weft__shard_ready(weft__shard *sh, weft_task *t)
 {
   if (t->armed_timer) {
-    weft__timer_cancel(&sh->timers, t->armed_timer);
+    /* Not armed any more when it fired but a wake-up or cancel had claimed
+     * the waiter first: counted as fired, it was not disarmed. */
+    if (weft__timer_armed(t->armed_timer)) {
+      weft__timer_cancel(&sh->timers, t->armed_timer);
+      weft__count(&sh->stats.timers_cancelled, 1);
+    }
     t->armed_timer = NULL;
-    weft__count(&sh->stats.timers_cancelled, 1);
   }
   t->shard = sh;
   t->ready_seq = sh->ready_seq++;

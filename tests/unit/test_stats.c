@@ -50,3 +50,86 @@ Test(stats, a_full_sq_counts_on_every_path, .timeout = 30)
   rt_assert_clean();
   rt_assert_no_leaks();
 }
+
+/* ---- timers: one that fired is not also counted as disarmed ----------------------- */
+
+/* A plain thread cancels a sleeper and is held (weft__test_claim_pause)
+ * after claiming its waiter; meanwhile the sleeper's deadline passes and its
+ * timer fires on shard 1, finding the waiter claimed. The cancel's wake-up
+ * then readies the sleeper, whose timer is no longer armed: it fired, and
+ * nothing was disarmed. The shard is kept from firing the timer (a blocker
+ * that never suspends) until the claim is held. */
+static atomic_int tm_block;          /* 1: blocker runs, 2: let it go */
+static atomic_bool tm_claim_held, tm_claim_release;
+static _Atomic int64_t tm_deadline;
+
+static void tm_hold_after_claim(void)
+{
+  atomic_store(&tm_claim_held, true);
+  while (!atomic_load(&tm_claim_release))
+    sched_yield();
+}
+
+static void *tm_blocker(void *arg)
+{
+  (void)arg;
+  atomic_store(&tm_block, 1);
+  int64_t until = in_ms(10000);
+  while (atomic_load(&tm_block) != 2 && weft_now() < until)
+    sched_yield();
+  return NULL;
+}
+
+static void *tm_sleeper(void *arg)
+{
+  weft_task **blocker = arg;
+  /* Queued behind us: it runs once we sleep, and keeps the loop away from
+   * our timer until released. */
+  *blocker = spawn_on(1, tm_blocker, NULL);
+  /* Far enough that it is still ahead when the timer is armed: the
+   * blocker, not the clock, keeps the timer from firing early. */
+  int64_t d = in_ms(100);
+  atomic_store(&tm_deadline, d);
+  CO_EQ(weft_sleep_until(d), -ECANCELED);
+  return NULL;
+}
+
+static void *tm_cancel_from_thread(void *arg)
+{
+  weft__test_claim_pause = tm_hold_after_claim;
+  return (void *)(intptr_t)weft_cancel(arg);
+}
+
+static void *tm_main(void *arg)
+{
+  (void)arg;
+  weft_task *blocker = NULL;
+  weft_task *s = spawn_on(1, tm_sleeper, &blocker);
+  CO_CHECK(RT_POLL(atomic_load(&tm_block) == 1));
+  weft_stats before = shard_stats(1);
+  CO_EQ(before.timers_armed, 1);
+  pthread_t th;
+  CO_EQ(pthread_create(&th, NULL, tm_cancel_from_thread, s), 0);
+  CO_CHECK(RT_POLL(atomic_load(&tm_claim_held)));
+  CO_CHECK(RT_POLL(weft_now() > atomic_load(&tm_deadline)));
+  atomic_store(&tm_block, 2);
+  CO_CHECK(RT_POLL(shard_stats(1).timers_fired == 1));
+  weft__test_claim_pause = NULL;
+  atomic_store(&tm_claim_release, true);
+  void *c = NULL;
+  pthread_join(th, &c);
+  CO_EQ((intptr_t)c, 0);
+  CO_EQ(weft_join(s, NULL), -ECANCELED);
+  rt_join_int(blocker);
+  weft_stats st = shard_stats(1);
+  CO_EQ(st.timers_armed, 1);
+  CO_EQ(st.timers_fired, 1);
+  CO_EQ(st.timers_cancelled, 0);
+  return NULL;
+}
+
+Test(stats, a_timer_that_fired_is_not_counted_cancelled, .timeout = 30)
+{
+  cr_assert_null(rt_run(2, tm_main, NULL));
+  rt_assert_clean();
+}
