@@ -205,6 +205,23 @@ static void on_deadline(weft__timer *tm)
   weft__spin_unlock(&t->wait_lock);
 }
 
+/* An op interrupted in a kernel worker (a blocking open, say) ends with
+ * -EINTR or a kernel-internal restart code (-ERESTARTSYS .. 516) rather
+ * than -ECANCELED: all mean "cancelled" when we asked for it. */
+static bool ended_cancelled(const weft__op *op, int res)
+{
+  if (res <= -512 && res >= -516)
+    res = -EINTR;
+  return res == -ECANCELED || (res == -EINTR && op->cancel_requested);
+}
+
+/* A cancelled op ended by its deadline, unless the task is cancelled too:
+ * then the cancel wins, as in every other wait. */
+static bool timed_out(const weft__op *op)
+{
+  return op->timed_out && !atomic_load_explicit(&op->task->cancelled, memory_order_relaxed);
+}
+
 int weft__op_wait(weft__op *op)
 {
   weft_task *t = op->task;
@@ -229,16 +246,10 @@ int weft__op_wait(weft__op *op)
   weft__task_suspend(t);
 
   int res = op->res;
-  /* An op interrupted in a kernel worker (a blocking open, say) ends with
-   * -EINTR or a kernel-internal restart code (-ERESTARTSYS .. 516) rather
-   * than -ECANCELED: all mean "cancelled" when we asked for it. */
+  if (ended_cancelled(op, res))
+    return timed_out(op) ? -ETIMEDOUT : -ECANCELED;
   if (res <= -512 && res >= -516)
     res = -EINTR;
-  if (res == -EINTR && op->cancel_requested)
-    res = -ECANCELED;
-  if (res == -ECANCELED && op->timed_out &&
-      !atomic_load_explicit(&t->cancelled, memory_order_relaxed))
-    res = -ETIMEDOUT;
   return res;
 }
 
@@ -260,8 +271,9 @@ void weft__op_finish(weft__shard *sh, weft__op *op)
     weft__op_drain_cancels(sh); /* consumes our node before the stack frame goes */
 
   sh->inflight--;
-  if (op->res == -ECANCELED)
-    weft__count(op->timed_out ? &sh->stats.ops_timed_out : &sh->stats.ops_cancelled, 1);
+  /* Counted as weft__op_wait will report it (stats.h). */
+  if (ended_cancelled(op, op->res))
+    weft__count(timed_out(op) ? &sh->stats.ops_timed_out : &sh->stats.ops_cancelled, 1);
   weft__count(&sh->stats.ops_completed, 1);
   weft__shard_ready(sh, t);
 }

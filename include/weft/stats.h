@@ -40,8 +40,10 @@ typedef struct weft_stats {
   uint64_t timers_cancelled;/* timers disarmed before they fired */
   uint64_t ops_submitted;   /* io_uring operations started by coroutines */
   uint64_t ops_completed;   /* ... whose last completion was reaped */
-  uint64_t ops_cancelled;   /* ... that ended cancelled (weft_cancel) */
-  uint64_t ops_timed_out;   /* ... that ended cancelled by their deadline */
+  uint64_t ops_cancelled;   /* ... that ended cancelled (weft_cancel: a call
+                               waiting for one returns -ECANCELED) */
+  uint64_t ops_timed_out;   /* ... that ended cancelled by their deadline
+                               (-ETIMEDOUT) */
   uint64_t sq_full_flushes; /* submissions forced by a full SQ */
   uint64_t cq_overflows;    /* times completions had overflowed the CQ (none lost:
                                the kernel keeps them until they are reaped) */

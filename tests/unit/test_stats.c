@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Suite "stats": each counter of weft/stats.h counts the event its comment
- * names, on the paths that are easy to miss. Checks inside coroutines go
- * through CO_CHECK / CO_EQ.
+ * names, on the paths that are easy to miss - forced submissions outside
+ * the op path, timers that both fired and were disarmed, ops that end
+ * interrupted rather than cancelled. Checks inside coroutines go through
+ * CO_CHECK / CO_EQ.
  */
 #include "msg_test.h"
+
+#include <fcntl.h>
 
 /* ---- sq_full_flushes: every submission a full SQ forced ------------------------ */
 
@@ -131,5 +135,58 @@ static void *tm_main(void *arg)
 Test(stats, a_timer_that_fired_is_not_counted_cancelled, .timeout = 30)
 {
   cr_assert_null(rt_run(2, tm_main, NULL));
+  rt_assert_clean();
+}
+
+/* ---- ops_cancelled / ops_timed_out: ops a kernel worker ended interrupted ---------- */
+
+/* A splice runs in an io_uring worker and blocks there on an empty pipe;
+ * cancelled, the worker is interrupted and the op ends with -EINTR or a
+ * restart code rather than -ECANCELED. The call reports -ECANCELED (or
+ * -ETIMEDOUT for its deadline), and the counters must say the same. */
+static int splice_fds[2][2]; /* [0] the empty pipe, [1] where it would go */
+
+static void *splice_victim(void *arg)
+{
+  int64_t deadline = (int64_t)(intptr_t)arg;
+  ssize_t r = weft_splice_dl(splice_fds[0][0], NULL, splice_fds[1][1], NULL, 100, 0, deadline);
+  return (void *)(intptr_t)r;
+}
+
+static void *splice_main(void *arg)
+{
+  (void)arg;
+  for (int i = 0; i < 2; i++)
+    CO_EQ(pipe2(splice_fds[i], O_CLOEXEC), 0);
+  /* Cancelled. */
+  weft_stats before = shard_stats(0);
+  weft_task *t = spawn_on(0, splice_victim, (void *)(intptr_t)WEFT_NO_DEADLINE);
+  CO_CHECK(RT_POLL(rt_dump_count(NULL, " waiting") == 1));
+  CO_EQ(weft_cancel(t), 0);
+  void *res = NULL;
+  CO_EQ(weft_join(t, &res), -ECANCELED);
+  CO_EQ((intptr_t)res, -ECANCELED);
+  weft_stats after = shard_stats(0);
+  CO_EQ(after.ops_cancelled - before.ops_cancelled, 1);
+  CO_EQ(after.ops_timed_out - before.ops_timed_out, 0);
+  /* Timed out. */
+  before = after;
+  /* Ahead still when the splice starts, or it would fail before any op. */
+  t = spawn_on(0, splice_victim, (void *)(intptr_t)in_ms(200));
+  CO_EQ(weft_join(t, &res), 0);
+  CO_EQ((intptr_t)res, -ETIMEDOUT);
+  after = shard_stats(0);
+  CO_EQ(after.ops_timed_out - before.ops_timed_out, 1);
+  CO_EQ(after.ops_cancelled - before.ops_cancelled, 0);
+  for (int i = 0; i < 2; i++) {
+    close(splice_fds[i][0]);
+    close(splice_fds[i][1]);
+  }
+  return NULL;
+}
+
+Test(stats, ops_interrupted_in_a_worker_count_as_cancelled_or_timed_out, .timeout = 30)
+{
+  cr_assert_null(rt_run(2, splice_main, NULL));
   rt_assert_clean();
 }
