@@ -249,6 +249,10 @@ static void ms_cqe(weft__shard *sh, weft__op *op, int res, unsigned flags)
   if (!(flags & IORING_CQE_F_MORE)) {
     ms->ended = true;
     weft__op_ended(sh, op);
+    /* Ended by a cancel (weft_cancel, or ours): counted as a one-shot
+     * op's is (weft__op_finish), and a recv_stream's. */
+    if (res == -ECANCELED)
+      weft__count(&sh->stats.ops_cancelled, 1);
   }
   weft__waiter *w = ms->waiter;
   if (w && weft__waiter_claim(w)) {

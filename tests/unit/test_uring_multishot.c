@@ -172,6 +172,8 @@ static void *ms_cancel_main(void *arg)
   }
   weft_stats s = io_stats();
   CO_EQ(s.ops_submitted, s.ops_completed);
+  /* Each ended cancelled by weft_cancel (stats.h), as one-shot ops do. */
+  CO_EQ(s.ops_cancelled, 2);
   io_close_pipe(p);
   return NULL;
 }
