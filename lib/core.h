@@ -350,6 +350,9 @@ extern void (*weft__test_spin_pause)(void);
 /* Tests only: called (if set) by a boundary caller between queuing its
  * request and waiting for the outcome (weft_boundary_call). */
 extern void (*weft__test_call_queued_pause)(void);
+/* Tests only: called (if set) by a thief that has picked a victim, before
+ * it takes from the victim's stealable queue (weft__steal_round). */
+extern void (*weft__test_steal_pause)(void);
 /* True when sh has nothing to do but the running task: no runnable task,
  * inbox entry, completion, queued SQE or due timer (sh's thread). Work done
  * inline by the running task then delays nobody. */

@@ -194,6 +194,8 @@ static bool queue_stuck(weft__shard *sh, weft__shard *v)
   return now - st->stuck_since[v->id] >= limit;
 }
 
+void (*weft__test_steal_pause)(void);
+
 unsigned weft__steal_round(weft__shard *sh)
 {
   weft_runtime *rt = sh->rt;
@@ -246,12 +248,13 @@ unsigned weft__steal_round(weft__shard *sh)
       break;
     weft__count(&sh->stats.steal_scans, 1);
     uint32_t want;
+    bool stuck = false;
     if (best_len > gate) {
       want = best_len > gate + 1 ? (c->steal_batch < best_len ? c->steal_batch : best_len) : 1;
     } else if (queue_stuck(sh, best)) {
       /* All of it: every task there waits for the same long one. */
       want = c->steal_batch < best_len ? c->steal_batch : best_len;
-      weft__count(&sh->stats.steal_stuck, 1);
+      stuck = true;
     } else {
       weft__count(&sh->stats.steal_skipped_locality, 1);
       continue;
@@ -260,6 +263,8 @@ unsigned weft__steal_round(weft__shard *sh)
       want = remaining;
     if (want > 64)
       want = 64;
+    if (weft__test_steal_pause)
+      weft__test_steal_pause();
     uint32_t got = weft__deque_take(&best->deque, batch, want);
     for (uint32_t i = 0; i < got; i++) {
       /* Before queuing: once queued, another thief may take the task, run
@@ -273,8 +278,12 @@ unsigned weft__steal_round(weft__shard *sh)
       else
         weft__shard_ready(sh, batch[i]);
     }
+    /* Counted once taken: the owner or another thief may have emptied the
+     * queue since we looked (stats.h: queues taken from). */
     if (got)
       weft__count(&sh->stats.steal_takes, 1);
+    if (got && stuck)
+      weft__count(&sh->stats.steal_stuck, 1);
     remaining -= got;
     stolen += got;
   }

@@ -190,3 +190,79 @@ Test(stats, ops_interrupted_in_a_worker_count_as_cancelled_or_timed_out, .timeou
   cr_assert_null(rt_run(2, splice_main, NULL));
   rt_assert_clean();
 }
+
+/* ---- steal_stuck: a stuck queue counts only when something was taken ------------- */
+
+/* Shard 0 is held by a task that never suspends, with one stealable task
+ * queued: too short for the gate, so the idle shard 1 takes it by the stuck
+ * rule. Held (weft__test_steal_pause) between picking the victim and taking,
+ * the thief lets shard 0 run the task itself first: it takes nothing, and
+ * steal_stuck (short queues taken from) must not count that probe. */
+static atomic_bool sk_armed, sk_hit, sk_stop;
+
+static void sk_pause(void)
+{
+  if (!atomic_exchange(&sk_armed, false))
+    return;
+  weft__shard *victim = &weft_runtime_current()->shards[0];
+  atomic_store(&sk_hit, true);
+  int64_t until = in_ms(10000);
+  while (weft__deque_len(&victim->deque) != 0 && weft_now() < until)
+    sched_yield();
+}
+
+/* Keeps shard 1 coming back to its loop, which steals between sleeps. */
+static void *sk_ticker(void *arg)
+{
+  (void)arg;
+  while (!atomic_load(&sk_stop))
+    CO_EQ(weft_sleep(100 * WEFT_USEC), 0);
+  return NULL;
+}
+
+static void *sk_short(void *arg)
+{
+  return arg;
+}
+
+static void *sk_holder(void *arg)
+{
+  (void)arg;
+  atomic_store(&sk_armed, true);
+  weft__test_steal_pause = sk_pause;
+  weft_task *s = NULL;
+  CO_EQ(rt_spawn(&s, WEFT_PLACE_STEALABLE, 0, sk_short, NULL), 0);
+  int64_t until = in_ms(10000);
+  while (!atomic_load(&sk_hit) && weft_now() < until)
+    sched_yield();
+  CO_CHECK(atomic_load(&sk_hit));
+  CO_EQ(weft_yield(), 0); /* runs s here, from the queue the thief picked */
+  rt_join_int(s);
+  weft__test_steal_pause = NULL;
+  return NULL;
+}
+
+static void *sk_main(void *arg)
+{
+  (void)arg;
+  weft_task *tick = spawn_on(1, sk_ticker, NULL);
+  weft_task *h = spawn_on(0, sk_holder, NULL);
+  rt_join_int(h);
+  atomic_store(&sk_stop, true);
+  rt_join_int(tick);
+  weft_stats st = shard_stats(1);
+  CO_EQ(st.steal_takes, 0);
+  CO_EQ(st.steal_stuck, st.steal_takes);
+  return NULL;
+}
+
+Test(stats, steal_stuck_counts_only_queues_taken_from, .timeout = 30)
+{
+  weft_config c;
+  rt_cfg(&c, 2);
+  c.steal_stuck_ns = 1;
+  int r = weft_run(&c, sk_main, NULL, NULL);
+  RT_SKIP_IF_NO_URING(r);
+  cr_assert_eq(r, 0);
+  rt_assert_clean();
+}
