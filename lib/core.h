@@ -353,12 +353,15 @@ extern void (*weft__test_call_queued_pause)(void);
 /* Tests only: called (if set) by a thief that has picked a victim, before
  * it takes from the victim's stealable queue (weft__steal_round). */
 extern void (*weft__test_steal_pause)(void);
+/* Tests only: called (if set) by a shard about to wake a sleeping thief it
+ * found with no wake-up on its way (weft__steal_wake_thief). */
+extern void (*weft__test_wake_thief_pause)(void);
 /* True when sh has nothing to do but the running task: no runnable task,
  * inbox entry, completion, queued SQE or due timer (sh's thread). Work done
  * inline by the running task then delays nobody. */
 bool weft__shard_idle_otherwise(weft__shard *sh);
-/* Wakes sh if it sleeps (coalesced). */
-void weft__shard_notify(weft__shard *sh);
+/* Wakes sh if it sleeps (coalesced); true if this call sent the wake-up. */
+bool weft__shard_notify(weft__shard *sh);
 /* Reaps and dispatches the completions sh has (sh's thread; also from a
  * coroutine running on sh). Returns how many. */
 unsigned weft__shard_reap(weft__shard *sh);

@@ -95,17 +95,18 @@ void weft__shard_ready(weft__shard *sh, weft_task *t)
 
 /* ---- inbox (multi-producer, taken whole by the owner) ------------------------ */
 
-void weft__shard_notify(weft__shard *sh)
+bool weft__shard_notify(weft__shard *sh)
 {
   atomic_thread_fence(memory_order_seq_cst);
   if (!atomic_load_explicit(&sh->parked, memory_order_relaxed))
-    return;
+    return false;
   if (atomic_exchange_explicit(&sh->wake_pending, 1, memory_order_acq_rel)) {
     weft__count_shared(&sh->stats.wakes_coalesced, 1);
-    return;
+    return false;
   }
   weft__count_shared(&sh->stats.wakes_sent, 1);
   weft__ring_send_wake(sh);
+  return true;
 }
 
 void (*weft__test_outside_pause)(void);

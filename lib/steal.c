@@ -55,6 +55,8 @@ void weft__deque_term(weft__deque *d)
 
 /* Wakes one sleeping shard other than sh (one not already being woken),
  * when sh has queued stealable work that it would not get to soon. */
+void (*weft__test_wake_thief_pause)(void);
+
 void weft__steal_wake_thief(weft__shard *sh)
 {
   weft_runtime *rt = sh->rt;
@@ -66,8 +68,11 @@ void weft__steal_wake_thief(weft__shard *sh)
     weft__shard *o = &rt->shards[(sh->id + i) % rt->nshards];
     if (atomic_load_explicit(&o->parked, memory_order_relaxed) &&
         !atomic_load_explicit(&o->wake_pending, memory_order_relaxed)) {
-      weft__count(&sh->stats.steal_wakes, 1);
-      weft__shard_notify(o);
+      if (weft__test_wake_thief_pause)
+        weft__test_wake_thief_pause();
+      /* Counted if sent: another waker may have woken o since we looked. */
+      if (weft__shard_notify(o))
+        weft__count(&sh->stats.steal_wakes, 1);
       return;
     }
   }

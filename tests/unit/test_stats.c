@@ -7,6 +7,7 @@
  * CO_CHECK / CO_EQ.
  */
 #include "msg_test.h"
+#include "rt_internal.h"
 
 #include <fcntl.h>
 
@@ -262,6 +263,73 @@ Test(stats, steal_stuck_counts_only_queues_taken_from, .timeout = 30)
   rt_cfg(&c, 2);
   c.steal_stuck_ns = 1;
   int r = weft_run(&c, sk_main, NULL, NULL);
+  RT_SKIP_IF_NO_URING(r);
+  cr_assert_eq(r, 0);
+  rt_assert_clean();
+}
+
+/* ---- steal_wakes: only the wake-ups a shard really sent -------------------------------- */
+
+/* Shard 1 sleeps; shard 0 queues enough stealable tasks to wake it. Held
+ * (weft__test_wake_thief_pause) after it found shard 1 asleep with no
+ * wake-up on its way, shard 0 sees another waker's wake-up set off first
+ * (wake_pending; the test sends it for real afterwards, so that shard 1
+ * cannot wake and sleep again in between): its own is coalesced, and is
+ * not one it sent. */
+#define WK_TASKS 3 /* the steal threshold: 2 + the default locality margin */
+
+static atomic_bool wk_armed, wk_hit;
+
+static void wk_pause(void)
+{
+  if (!atomic_exchange(&wk_armed, false))
+    return;
+  atomic_store(&wk_hit, true);
+  atomic_store(&weft_runtime_current()->shards[1].wake_pending, 1); /* the other waker */
+}
+
+static void *wk_short(void *arg)
+{
+  return arg;
+}
+
+static void *wk_body(void *arg)
+{
+  (void)arg;
+  CO_CHECK(rt_wait_parked(weft_runtime_current(), 1));
+  weft_stats before = shard_stats(0);
+  atomic_store(&wk_armed, true);
+  weft__test_wake_thief_pause = wk_pause;
+  weft_task *t[WK_TASKS];
+  for (int i = 0; i < WK_TASKS; i++)
+    CO_EQ(rt_spawn(&t[i], WEFT_PLACE_STEALABLE, 0, wk_short, NULL), 0);
+  weft_stats after = shard_stats(0); /* before any suspension: no other wake-up */
+  weft__test_wake_thief_pause = NULL;
+  CO_CHECK(atomic_load(&wk_hit));
+  CO_EQ(after.steal_wakes - before.steal_wakes, 0);
+  CO_EQ(shard_stats(1).wakes_coalesced, 1);
+  /* The other waker's wake-up, sent now. */
+  weft__shard *thief = &weft_runtime_current()->shards[1];
+  atomic_store(&thief->wake_pending, 0);
+  CO_CHECK(weft__shard_notify(thief));
+  for (int i = 0; i < WK_TASKS; i++)
+    rt_join_int(t[i]);
+  return NULL;
+}
+
+static void *wk_main(void *arg)
+{
+  (void)arg;
+  rt_join_int(spawn_on(0, wk_body, NULL));
+  return NULL;
+}
+
+Test(stats, steal_wakes_counts_wake_ups_sent, .timeout = 30)
+{
+  weft_config c;
+  rt_cfg(&c, 2);
+  c.spin_ns = c.spin_max_ns = 0; /* shard 1 sleeps at once */
+  int r = weft_run(&c, wk_main, NULL, NULL);
   RT_SKIP_IF_NO_URING(r);
   cr_assert_eq(r, 0);
   rt_assert_clean();
