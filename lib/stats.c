@@ -54,7 +54,10 @@ static double ratio(uint64_t a, uint64_t b)
 static void derive(weft_stats *out)
 {
   out->local_hit_ratio = ratio(out->steal_local_hits, out->steal_local_hits + out->steal_success);
-  out->steal_success_rate = ratio(out->steal_takes, out->steal_attempts);
+  /* Read one by one while the shard steals on, steal_takes may include a
+   * take whose probe came after steal_attempts was read: never above 1. */
+  uint64_t takes = out->steal_takes < out->steal_attempts ? out->steal_takes : out->steal_attempts;
+  out->steal_success_rate = ratio(takes, out->steal_attempts);
   out->stolen_per_scan = ratio(out->steal_success, out->steal_scans);
 }
 

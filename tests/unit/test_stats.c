@@ -334,3 +334,36 @@ Test(stats, steal_wakes_counts_wake_ups_sent, .timeout = 30)
   cr_assert_eq(r, 0);
   rt_assert_clean();
 }
+
+/* ---- derived ratios: within their bounds in a torn snapshot ------------------------- */
+
+/* The counters are read one by one while their shard goes on: a snapshot
+ * may see a take whose probe came after it read steal_attempts. Such a
+ * snapshot is made here by hand on an idle shard (steal off: nothing else
+ * writes them), and stats.h's bound for steal_success_rate must hold. */
+static void *torn_main(void *arg)
+{
+  (void)arg;
+  weft__shard_stats *s = &weft_runtime_current()->shards[1].stats;
+  atomic_store(&s->steal_attempts.v, 4);
+  atomic_store(&s->steal_scans.v, 5);
+  atomic_store(&s->steal_takes.v, 5);
+  atomic_store(&s->steal_success.v, 5);
+  for (int shard = -1; shard <= 1; shard++) {
+    weft_stats st = shard_stats(shard);
+    CO_CHECK(st.steal_success_rate >= 0.0 && st.steal_success_rate <= 1.0);
+    CO_CHECK(st.local_hit_ratio >= 0.0 && st.local_hit_ratio <= 1.0);
+  }
+  return NULL;
+}
+
+Test(stats, derived_ratios_stay_in_bounds_in_a_torn_snapshot, .timeout = 30)
+{
+  weft_config c;
+  rt_cfg(&c, 2);
+  c.steal = false;
+  int r = weft_run(&c, torn_main, NULL, NULL);
+  RT_SKIP_IF_NO_URING(r);
+  cr_assert_eq(r, 0);
+  rt_assert_clean();
+}
