@@ -69,10 +69,16 @@ typedef struct weft_stats {
   uint64_t steal_wakes;     /* sleeping shards woken to steal */
   uint64_t steal_local_hits;/* stealable tasks run by the shard that queued them
                                (counted while stealing is possible: steal on and
-                               more than one shard) */
+                               more than one shard). A thief runs the first task
+                               of a stolen batch at once and queues the rest on
+                               its own stealable queue: each of those it runs
+                               from there counts here too, so such a task is in
+                               both steal_success and steal_local_hits */
   /* The three ratios are 0 when their divisor is 0 (nothing stolen or
    * queued, no probe, no scan): never NaN. */
-  double local_hit_ratio;   /* steal_local_hits / (steal_local_hits + steal_success) */
+  double local_hit_ratio;   /* steal_local_hits / (steal_local_hits + steal_success);
+                               with batches (steal_batch > 1) the rest of a batch
+                               run by its thief counts on both sides */
   double steal_success_rate;/* steal_takes / steal_attempts: share of probes
                                that found something to take (<= 1) */
   double stolen_per_scan;   /* steal_success / steal_scans */
