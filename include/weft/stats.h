@@ -20,11 +20,13 @@ extern "C" {
 typedef struct weft_stats {
   int shard;                /* the shard described, or -1 for the sum of all */
   int shards;               /* shards in the runtime */
-  uint64_t live;            /* tasks spawned and not yet returned (runtime-wide) */
+  uint64_t live;            /* tasks spawned and not yet finished (runtime-wide) */
   uint64_t spawned;         /* tasks spawned by coroutines running on this shard;
                                the sum (shard -1) adds the tasks submitted from
                                plain threads and other runtimes */
-  uint64_t finished;        /* tasks that returned on this shard */
+  uint64_t finished;        /* tasks that returned on this shard, or that it
+                               finished without running them (cancelled
+                               before they ever ran) */
   uint64_t switches;        /* coroutine resumptions (hand-overs included) */
   uint64_t handoffs;        /* of them, direct hand-overs from a coroutine that
                                waited or yielded to the next runnable one
