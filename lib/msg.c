@@ -125,8 +125,12 @@ int weft_msg_send_wait_rt(weft_runtime *rt, int shard, uint16_t tag, uint32_t va
   if (!sqe)
     return op.res;
   weft__ring_prep_msg(sqe, to->ring_fd, val, ud_msg((unsigned)me->id, tag), 0);
-  weft__count(&me->stats.msgs_sent, 1);
   r = weft__op_wait(&op);
+  /* Counted by its result: one the kernel refused is the caller's error,
+   * not sent again. On the shard we are on now: woken, a stealable task
+   * may have moved, and each shard's counters have one writer. */
+  weft__shard *now = weft__task_self()->shard;
+  weft__count(r >= 0 ? &now->stats.msgs_sent : &now->stats.msg_failed, 1);
   return r > 0 ? 0 : r;
 }
 

@@ -87,7 +87,8 @@ typedef struct weft_stats {
   /* Messages (weft/msg.h); plain threads' sends are counted only where
    * they are received. */
   uint64_t msgs_sent;       /* messages sent by coroutines of this shard
-                               (direct, ticketed, and batched ones queued) */
+                               (direct, ticketed ones the kernel took, and
+                               batched ones queued) */
   uint64_t msgs_received;   /* messages queued for receivers on this shard */
   uint64_t msg_doorbells;   /* lane/counter doorbells and flush acks sent */
   uint64_t msg_doorbells_coalesced; /* batches and counter adds that needed
@@ -97,7 +98,8 @@ typedef struct weft_stats {
                                offered again and refused again counts again) */
   uint64_t msg_failed;      /* msg_ring sends the kernel refused (sent again,
                                stopping runtime or not, unless the target
-                               shard has left) */
+                               shard has left; a ticketed send's refusal is
+                               returned to its caller instead) */
   uint64_t msg_queue_full;  /* times a lane into this shard was left holding
                                messages because a receive queue was at
                                weft_config.msg_queue_limit, or full with no

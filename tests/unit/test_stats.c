@@ -367,3 +367,44 @@ Test(stats, derived_ratios_stay_in_bounds_in_a_torn_snapshot, .timeout = 30)
   cr_assert_eq(r, 0);
   rt_assert_clean();
 }
+
+/* ---- msgs_sent / msg_failed: a ticketed send the kernel refused ------------------------ */
+
+static void *tk_drain(void *arg)
+{
+  (void)arg;
+  weft_msg m;
+  CO_EQ(weft_msg_try_recv(&m, 0), 0);
+  CO_EQ(m.val, 6);
+  CO_EQ(weft_msg_try_recv(&m, 0), -EAGAIN);
+  return NULL;
+}
+
+/* The refused one (WEFT__FAULT_SEND) returns the kernel's error and is
+ * not sent again: not a message sent, a send the kernel refused. */
+static void *tk_body(void *arg)
+{
+  (void)arg;
+  weft_stats before = shard_stats(0);
+  weft__fault_arm(WEFT__FAULT_SEND, 1);
+  CO_EQ(weft_msg_send_wait(1, 3, 5), -EINVAL);
+  CO_EQ(weft_msg_send_wait(1, 3, 6), 0);
+  weft_stats after = shard_stats(0);
+  CO_EQ(after.msgs_sent - before.msgs_sent, 1);
+  CO_EQ(after.msg_failed - before.msg_failed, 1);
+  CO_EQ(weft_join(spawn_on(1, tk_drain, NULL), NULL), 0);
+  return NULL;
+}
+
+static void *tk_main(void *arg)
+{
+  (void)arg;
+  rt_join_int(spawn_on(0, tk_body, NULL));
+  return NULL;
+}
+
+Test(stats, a_refused_ticketed_send_is_no_message_sent, .timeout = 30)
+{
+  cr_assert_null(rt_run(2, tk_main, NULL));
+  rt_assert_clean();
+}
