@@ -32,7 +32,9 @@ typedef struct weft_stats {
                                waited or yielded to the next runnable one
                                (weft_config.handoff) */
   uint64_t inbox_received;  /* tasks handed over by other threads */
-  uint64_t wakes_sent;      /* msg_ring wake-ups sent to this shard */
+  uint64_t wakes_sent;      /* wake-ups sent to this shard: msg_ring messages
+                               (one the kernel refused counts once, with the
+                               eventfd write that stands in for it) */
   uint64_t wakes_coalesced; /* wake-ups not sent: one was already on its way */
   uint64_t parks;           /* times the shard slept in the kernel */
   uint64_t enters;          /* io_uring_enter system calls */
