@@ -15,6 +15,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -138,7 +139,64 @@ static void add_num(struct lookup *lk, int i, struct sockaddr *sa, socklen_t len
     lk->list = ai;
 }
 
-/* Numeric host (or the wildcard, for passive use) and numeric port. */
+/* IPv4 as getaddrinfo reads a numeric host: inet_aton's forms ("127.1",
+ * "0x7f.0.0.1"), the whole string - inet_aton stops at a blank and takes
+ * the rest for a comment, getaddrinfo does not. */
+static bool numeric_v4(const char *host, struct in_addr *a)
+{
+  for (const char *p = host; *p; p++)
+    if (*p == ' ' || (*p >= '\t' && *p <= '\r'))
+      return false;
+  return inet_aton(host, a) != 0;
+}
+
+/* A scope id as glibc's getaddrinfo reads one: an interface name, for an
+ * address that needs a scope (link-local), else a decimal number. */
+static bool numeric_scope(const struct in6_addr *a, const char *scope, uint32_t *id)
+{
+  if (IN6_IS_ADDR_LINKLOCAL(a) || IN6_IS_ADDR_MC_NODELOCAL(a) || IN6_IS_ADDR_MC_LINKLOCAL(a)) {
+    int saved = errno;
+    unsigned i = if_nametoindex(scope); /* an ioctl: never waits */
+    errno = saved;
+    if (i) {
+      *id = i;
+      return true;
+    }
+  }
+  if (*scope < '0' || *scope > '9')
+    return false;
+  uint64_t v = 0;
+  for (const char *p = scope; *p; p++) {
+    if (*p < '0' || *p > '9')
+      return false;
+    if (v <= UINT32_MAX)
+      v = v * 10 + (uint64_t)(*p - '0');
+  }
+  if (v > UINT32_MAX)
+    return false;
+  *id = (uint32_t)v;
+  return true;
+}
+
+/* IPv6, with a scope id ("fe80::1%eth0") or without. */
+static bool numeric_v6(const char *host, struct sockaddr_in6 *sa)
+{
+  const char *pct = strchr(host, '%');
+  size_t n = pct ? (size_t)(pct - host) : strlen(host);
+  char addr[INET6_ADDRSTRLEN];
+  if (n >= sizeof(addr))
+    return false;
+  memcpy(addr, host, n);
+  addr[n] = '\0';
+  if (inet_pton(AF_INET6, addr, &sa->sin6_addr) != 1)
+    return false;
+  return !pct || numeric_scope(&sa->sin6_addr, pct + 1, &sa->sin6_scope_id);
+}
+
+/* Numeric host (or the wildcard, for passive use) and numeric port. A host
+ * is numeric when getaddrinfo would take it with AI_NUMERICHOST, so that
+ * parsing it here changes nothing but the pool round trip (and lets it
+ * work in a cancelled task, as net.h promises). */
 static bool resolve_numeric(struct lookup *lk, const char *host, int port, int socktype,
                             bool passive)
 {
@@ -157,9 +215,9 @@ static bool resolve_numeric(struct lookup *lk, const char *host, int port, int s
     lk->num4.sin_addr.s_addr = htonl(INADDR_ANY);
     add_num(lk, n++, (struct sockaddr *)&lk->num6, sizeof(lk->num6), socktype);
     add_num(lk, n++, (struct sockaddr *)&lk->num4, sizeof(lk->num4), socktype);
-  } else if (inet_pton(AF_INET, host, &lk->num4.sin_addr) == 1) {
+  } else if (numeric_v4(host, &lk->num4.sin_addr)) {
     add_num(lk, n++, (struct sockaddr *)&lk->num4, sizeof(lk->num4), socktype);
-  } else if (inet_pton(AF_INET6, host, &lk->num6.sin6_addr) == 1) {
+  } else if (numeric_v6(host, &lk->num6)) {
     add_num(lk, n++, (struct sockaddr *)&lk->num6, sizeof(lk->num6), socktype);
   }
   return n > 0;

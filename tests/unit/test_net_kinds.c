@@ -660,7 +660,44 @@ static void *listen_when_cancelled_body(void *arg)
   close(fd);
   CO_EQ(weft_tcp_listen("localhost", "0", 1), -ECANCELED);
   CO_EQ(weft_udp_bind("localhost", "0"), -ECANCELED);
+  /* Numeric as getaddrinfo reads a numeric host (AI_NUMERICHOST): IPv4 in
+   * inet_aton's forms, IPv6 with a scope id. */
+  const char *const numeric[] = {"127.1", "0x7f.0.0.1", "::1%1", "::ffff:127.0.0.1%0"};
+  for (size_t i = 0; i < sizeof(numeric) / sizeof(numeric[0]); i++) {
+    fd = weft_tcp_listen(numeric[i], "0", 1);
+    CO_CHECK(fd >= 0);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    CO_EQ(weft_getsockname(fd, (struct sockaddr *)&ss, &sl), 0);
+    CO_EQ(ss.ss_family, strchr(numeric[i], ':') ? AF_INET6 : AF_INET);
+    close(fd);
+  }
   return NULL;
+}
+
+/* What getaddrinfo does not take as numeric is a name, resolved on the
+ * pool, with its answer: a scope name on an address that needs none, an
+ * IPv4 address with anything after it. */
+static void *not_numeric_body(void *arg)
+{
+  (void)arg;
+  uint64_t jobs = pool_jobs();
+  CO_EQ(weft_tcp_listen("::1%lo", "0", 1), -ENOENT);
+  CO_EQ(weft_tcp_listen("127.0.0.1 x", "0", 1), -ENOENT);
+  CO_EQ(weft_tcp_listen("::1%99999999999", "0", 1), -ENOENT);
+  CO_EQ(pool_jobs(), jobs + 3);
+  int fd = weft_tcp_listen("::1%1", "0", 1);
+  CO_CHECK(fd >= 0);
+  close(fd);
+  CO_EQ(pool_jobs(), jobs + 3); /* numeric: no job */
+  return NULL;
+}
+
+Test(net, names_that_look_numeric, .timeout = 30)
+{
+  rt_run(1, not_numeric_body, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
 }
 
 Test(net, names_need_the_pool_numbers_do_not, .timeout = 30)
