@@ -636,15 +636,20 @@ ssize_t weft_sendto(int fd, const void *buf, size_t n, int flags, const struct s
 
 /* ---- whole buffers ---------------------------------------------------------------- */
 
-/* MSG_WAITALL lets io_uring keep going across short transfers inside one op
- * (on a cancel it reports the bytes it moved, so *done stays exact); the
- * loop covers what it does not (signals, the plain path, datagram sockets). */
+/* One receive per arrival in a coroutine: io_uring's MSG_WAITALL, which
+ * would keep going across short transfers inside one op, takes the socket's
+ * error (a reset) as it comes and then reports only the bytes it moved - the
+ * error is gone, the next receive sees a closed socket, and a reset part-way
+ * would look like the peer's close (-EPIPE). The blocking recv(2) of the
+ * plain path stops at the error with the bytes instead and leaves the error
+ * for the next call, so MSG_WAITALL is kept there. */
 ssize_t weft_recv_exact_dl(int fd, void *buf, size_t n, size_t *done, int64_t deadline)
 {
+  int flags = weft__task_self() ? 0 : MSG_WAITALL;
   size_t off = 0;
   ssize_t r = n > SSIZE_MAX ? -EINVAL : 0;
   while (r >= 0 && off < n) {
-    r = weft_recv_dl(fd, (char *)buf + off, n - off, MSG_WAITALL, deadline);
+    r = weft_recv_dl(fd, (char *)buf + off, n - off, flags, deadline);
     if (r == 0) {
       r = off ? -EPIPE : 0; /* the peer closed: part-way, or before the first byte */
       break;

@@ -15,7 +15,9 @@
 
 #include "fault.h"
 
+#include <linux/sockios.h>
 #include <pthread.h>
+#include <sys/ioctl.h>
 
 /* SIGPIPE back to its default action and unblocked on this thread: a
  * SIGPIPE raised here would kill the test process. */
@@ -118,6 +120,48 @@ Test(net_faults, reset_during_send_plain_thread, .timeout = 60)
   reset_during_send();
   rt_assert_clean();
 }
+
+/* Sends ten bytes, waits until the receiver has taken them (acked, then
+ * gone from its queue: it is waiting for more), then resets. */
+struct reset_after {
+  int a, b;
+};
+
+static void *reset_after_ten(void *arg)
+{
+  struct reset_after *ra = arg;
+  if (send(ra->a, "0123456789", 10, MSG_NOSIGNAL) != 10)
+    return NULL;
+  int q = 1;
+  while (ioctl(ra->a, SIOCOUTQ, &q) == 0 && q > 0)
+    sched_yield();
+  q = 1;
+  while (ioctl(ra->b, SIOCINQ, &q) == 0 && q > 0)
+    sched_yield();
+  struct linger lg = {.l_onoff = 1, .l_linger = 0};
+  setsockopt(ra->a, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+  close(ra->a);
+  return NULL;
+}
+
+/* A reset part-way through recv_exact is -ECONNRESET, with the bytes that
+ * came before it: not -EPIPE, which says the peer closed its side. */
+static void reset_during_recv_exact(void)
+{
+  struct reset_after ra;
+  CO_EQ(tcp_pair(&ra.a, &ra.b), 0);
+  pthread_t th;
+  CO_EQ(pthread_create(&th, NULL, reset_after_ten, &ra), 0);
+  char buf[20];
+  size_t done = 99;
+  CO_EQ(weft_recv_exact(ra.b, buf, sizeof(buf), &done), -ECONNRESET);
+  CO_EQ(done, 10);
+  CO_CHECK(memcmp(buf, "0123456789", 10) == 0);
+  pthread_join(th, NULL);
+  close(ra.b);
+}
+
+NET_BOTH_SIDES(net_faults, reset_during_recv_exact, reset_during_recv_exact, .timeout = 30)
 
 /* ---- refused, EMFILE ----------------------------------------------------------- */
 
