@@ -622,6 +622,10 @@ ssize_t weft_recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *a
 ssize_t weft_sendto_dl(int fd, const void *buf, size_t n, int flags,
                        const struct sockaddr *addr, socklen_t len, int64_t deadline)
 {
+  /* sendto(2) refuses an address longer than any; sendmsg(2) would cut it
+   * to that size and send. */
+  if (addr && len > sizeof(struct sockaddr_storage))
+    return -EINVAL;
   struct iovec iov = {.iov_base = (void *)buf, .iov_len = n > MAX_IO ? MAX_IO : n};
   struct msghdr m = {.msg_name = (void *)addr, .msg_namelen = addr ? len : 0,
                      .msg_iov = &iov, .msg_iovlen = 1};

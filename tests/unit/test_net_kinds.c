@@ -96,6 +96,13 @@ static void udp_exchange(void)
   CO_EQ(weft_recvfrom_dl(b, buf, 4, 0, NULL, NULL, weft_now() + 50 * WEFT_MSEC), -ETIMEDOUT);
   CO_EQ(weft_sendto_dl(a, "x", 1, 0, (struct sockaddr *)&sa_b, len, WEFT_NO_DEADLINE), 1);
   CO_EQ(weft_recv(b, buf, sizeof(buf), 0), 1);
+  /* An address longer than any is -EINVAL, as sendto(2) has it (sendmsg(2)
+   * would cut it to sizeof(struct sockaddr_storage) and send). */
+  char longer[sizeof(struct sockaddr_storage) + 8];
+  memset(longer, 0, sizeof(longer));
+  memcpy(longer, &sa_b, sizeof(sa_b));
+  CO_EQ(weft_sendto(a, "y", 1, 0, (struct sockaddr *)longer, sizeof(longer)), -EINVAL);
+  CO_EQ(weft_recv_dl(b, buf, sizeof(buf), MSG_DONTWAIT, WEFT_NO_DEADLINE), -EAGAIN);
   close(a);
   close(b);
   /* The wildcard socket takes IPv4 datagrams too (dual stack). */
