@@ -421,9 +421,12 @@ static int plain_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags
 int weft_accept_dl(int fd, struct sockaddr *addr, socklen_t *len, int flags, int64_t deadline)
 {
   /* The kernel would accept the connection, fail to store its address and
-   * close it: refuse before anything is lost. */
+   * close it: refuse before anything is lost. So it does with a length it
+   * reads as a negative int (-EINVAL), an uninitialised one, say. */
   if (addr && !len)
     return -EFAULT;
+  if (addr && *len > INT_MAX)
+    return -EINVAL;
   flags |= SOCK_CLOEXEC;
   weft__op op;
   struct io_uring_sqe *sqe = weft__op_begin(&op, deadline);

@@ -63,7 +63,10 @@ WEFT_API int weft_socket(int domain, int type, int protocol);
 WEFT_API int weft_bind(int fd, const struct sockaddr *addr, socklen_t len);
 WEFT_API int weft_listen(int fd, int backlog);
 
-/* accept4(2): the new descriptor (SOCK_CLOEXEC always added to flags). */
+/* accept4(2): the new descriptor (SOCK_CLOEXEC always added to flags).
+ * addr without len (-EFAULT) and a *len above INT_MAX (-EINVAL) are refused
+ * before a connection is taken: accept4(2) would take it, fail to store its
+ * address and close it. */
 WEFT_API int weft_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags);
 WEFT_API int weft_accept_dl(int fd, struct sockaddr *addr, socklen_t *len, int flags,
                             int64_t deadline);

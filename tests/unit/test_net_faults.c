@@ -16,6 +16,7 @@
 #include "fault.h"
 
 #include <linux/sockios.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sys/ioctl.h>
 
@@ -352,6 +353,25 @@ static void bad_fds(void)
   /* An address without its length would lose the connection: refused. */
   int l = weft_tcp_listen("127.0.0.1", "0", 1);
   CO_EQ(weft_accept(l, (struct sockaddr *)&sa, NULL, 0), -EFAULT);
+  /* So would a length the kernel reads as negative (an int above INT_MAX):
+   * refused, and the connection is still there for the next accept. */
+  struct sockaddr_in la;
+  socklen_t ll = sizeof(la);
+  CO_EQ(weft_getsockname(l, (struct sockaddr *)&la, &ll), 0);
+  int c = weft_socket(AF_INET, SOCK_STREAM, 0);
+  CO_EQ(weft_connect(c, (struct sockaddr *)&la, ll), 0);
+  struct pollfd pl = {.fd = l, .events = POLLIN};
+  CO_EQ(poll(&pl, 1, 10000), 1); /* queued */
+  socklen_t huge = (socklen_t)INT_MAX + 1;
+  CO_EQ(weft_accept(l, (struct sockaddr *)&sa, &huge, 0), -EINVAL);
+  CO_EQ(poll(&pl, 1, 0), 1);
+  if (pl.revents & POLLIN) {
+    len = sizeof(sa);
+    int s = weft_accept(l, (struct sockaddr *)&sa, &len, 0);
+    CO_CHECK(s >= 0);
+    close(s);
+  }
+  close(c);
   close(l);
 }
 
