@@ -102,9 +102,11 @@ static void *gai_run(void *arg)
  * take "99999" as port 34463 (it keeps the low 16 bits): refused here. It
  * reads numbers as strtoul does - leading blanks and a sign allowed - so
  * " 8080" and "+8080" are port 8080 here too, " 99999" is too large, and a
- * minus sign (which strtoul wraps round) is refused. */
+ * minus sign (which strtoul wraps round) is refused; "" is its port 0. */
 static int numeric_port(const char *port)
 {
+  if (!*port)
+    return 0; /* getaddrinfo's too: strtoul stops at the end at once */
   const char *p = port;
   while (*p == ' ' || (*p >= '\t' && *p <= '\r'))
     p++;

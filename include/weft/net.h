@@ -136,7 +136,7 @@ WEFT_API int weft_getsockname(int fd, struct sockaddr *addr, socklen_t *len);
 /* A listening TCP socket on host:port (SO_REUSEADDR). host NULL or "" = every
  * address (IPv6 wildcard taking IPv4 too where the system has IPv6, else
  * 0.0.0.0; with WEFT_TCP_V6ONLY only the IPv6 wildcard); port "0" = any free
- * port (see weft_getsockname), NULL = "0". The host's next address is tried
+ * port (see weft_getsockname), NULL and "" = "0". The host's next address is tried
  * only when one cannot be had on this system (-EAFNOSUPPORT,
  * -EADDRNOTAVAIL); another failure (-EADDRINUSE, -EACCES) is the result.
  * Names are resolved on the blocking pool (numeric hosts and ports are

@@ -679,6 +679,11 @@ static void *listen_when_cancelled_body(void *arg)
     CO_EQ(ss.ss_family, strchr(numeric[i], ':') ? AF_INET6 : AF_INET);
     close(fd);
   }
+  /* The empty port is getaddrinfo's numeric port 0. */
+  fd = weft_tcp_listen("127.0.0.1", "", 1);
+  CO_CHECK(fd >= 0);
+  CO_CHECK(port_of(fd) > 0);
+  close(fd);
   return NULL;
 }
 
