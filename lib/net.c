@@ -643,6 +643,19 @@ ssize_t weft_sendto(int fd, const void *buf, size_t n, int flags, const struct s
 
 /* ---- whole buffers ---------------------------------------------------------------- */
 
+/* The checks before a whole-buffer transfer: n too large, and for n == 0,
+ * which moves nothing and is done at once, a passed deadline or a cancel -
+ * they fail every call at once, weft_recv_dl of 0 bytes among them. */
+static ssize_t whole_start(size_t n, int64_t deadline)
+{
+  if (n > SSIZE_MAX)
+    return -EINVAL;
+  if (n > 0)
+    return 0;
+  weft_task *t = weft__task_self();
+  return weft__may_wait(t, weft__deadline_for(t, deadline));
+}
+
 /* One receive per arrival in a coroutine: io_uring's MSG_WAITALL, which
  * would keep going across short transfers inside one op, takes the socket's
  * error (a reset) as it comes and then reports only the bytes it moved - the
@@ -654,7 +667,7 @@ ssize_t weft_recv_exact_dl(int fd, void *buf, size_t n, size_t *done, int64_t de
 {
   int flags = weft__task_self() ? 0 : MSG_WAITALL;
   size_t off = 0;
-  ssize_t r = n > SSIZE_MAX ? -EINVAL : 0;
+  ssize_t r = whole_start(n, deadline);
   while (r >= 0 && off < n) {
     r = weft_recv_dl(fd, (char *)buf + off, n - off, flags, deadline);
     if (r == 0) {
@@ -664,7 +677,7 @@ ssize_t weft_recv_exact_dl(int fd, void *buf, size_t n, size_t *done, int64_t de
     if (r > 0)
       off += (size_t)r;
   }
-  if (off == n)
+  if (r >= 0 && off == n)
     r = (ssize_t)n;
   if (done)
     *done = off;
@@ -679,7 +692,7 @@ ssize_t weft_recv_exact(int fd, void *buf, size_t n, size_t *done)
 ssize_t weft_send_all_dl(int fd, const void *buf, size_t n, size_t *done, int64_t deadline)
 {
   size_t off = 0;
-  ssize_t r = n > SSIZE_MAX ? -EINVAL : 0;
+  ssize_t r = whole_start(n, deadline);
   while (r >= 0 && off < n) {
     r = weft_send_dl(fd, (const char *)buf + off, n - off, MSG_WAITALL, deadline);
     if (r == 0)
@@ -687,7 +700,7 @@ ssize_t weft_send_all_dl(int fd, const void *buf, size_t n, size_t *done, int64_
     else if (r > 0)
       off += (size_t)r;
   }
-  if (off == n)
+  if (r >= 0 && off == n)
     r = (ssize_t)n;
   if (done)
     *done = off;

@@ -347,6 +347,14 @@ static void *eof_body(void *arg)
   CO_EQ(weft_recv_exact(b, buf, 0, &done), 0);
   CO_EQ(done, 0);
   CO_EQ(weft_send_all(b, buf, 0, NULL), 0);
+  /* ... but for a deadline that has passed, which fails every call at
+   * once (net.h), as it fails weft_recv_dl of 0 bytes. */
+  int64_t past = weft_now() - 1;
+  CO_EQ(weft_recv_dl(b, buf, 0, 0, past), -ETIMEDOUT);
+  done = 99;
+  CO_EQ(weft_recv_exact_dl(b, buf, 0, &done, past), -ETIMEDOUT);
+  CO_EQ(done, 0);
+  CO_EQ(weft_send_all_dl(b, buf, 0, NULL, past), -ETIMEDOUT);
   close(b);
   return NULL;
 }
