@@ -395,13 +395,14 @@ int weft_udp_bind(const char *host, const char *port)
   int r = resolve(&lk, host, port, SOCK_DGRAM, true, WEFT_NO_DEADLINE);
   if (r < 0)
     return r;
-  bool wild = !host || !*host;
   r = -ENOENT;
   for (const struct addrinfo *ai = lk.list; ai; ai = ai->ai_next) {
     int fd = weft_socket(ai->ai_family, SOCK_DGRAM, 0);
     r = fd < 0 ? fd : 0;
-    if (r == 0 && wild && ai->ai_family == AF_INET6)
-      r = set_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, 0); /* :: takes IPv4 too */
+    /* :: takes IPv4 too, named or the wildcard: explicit, as for a TCP
+     * listener, since the system default (net.ipv6.bindv6only) varies. */
+    if (r == 0 && ai->ai_family == AF_INET6)
+      r = set_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, 0);
     if (r == 0)
       r = weft_bind(fd, ai->ai_addr, ai->ai_addrlen);
     if (r == 0) {

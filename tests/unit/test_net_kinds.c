@@ -7,6 +7,10 @@
  */
 #include "net_test.h"
 
+#include <sched.h>
+#include <stdio.h>
+#include <sys/wait.h>
+
 /* ---- messages, datagrams, Unix -------------------------------------------------- */
 
 static void *scm_body(void *arg)
@@ -741,4 +745,38 @@ Test(net, socket_op_fallback, .timeout = 30)
   rt_run(1, no_socket_op_body, NULL);
   rt_assert_clean();
   rt_assert_no_leaks();
+}
+
+/* An explicit "::" takes IPv4 too for UDP as for TCP, whatever the system
+ * default (net.ipv6.bindv6only, set to 1 here in a network namespace of a
+ * child process's own, which leaves the test's other sockets alone). The
+ * child's exit status: 0 both take IPv4, 1 not, 2 no namespace here. */
+static int v6only_in_own_netns(void)
+{
+  if (unshare(CLONE_NEWNET) < 0)
+    return 2;
+  FILE *f = fopen("/proc/sys/net/ipv6/bindv6only", "w");
+  if (!f || fputs("1\n", f) < 0 || fclose(f) != 0)
+    return 2;
+  int t = weft_tcp_listen("::", "0", 1), u = weft_udp_bind("::", "0");
+  int vt = -1, vu = -1;
+  socklen_t l = sizeof(int);
+  if (t < 0 || u < 0 || weft_getsockopt(t, IPPROTO_IPV6, IPV6_V6ONLY, &vt, &l) < 0 ||
+      weft_getsockopt(u, IPPROTO_IPV6, IPV6_V6ONLY, &vu, &l) < 0)
+    return 1;
+  return vt == 0 && vu == 0 ? 0 : 1;
+}
+
+Test(net, udp_bind_any_v6_takes_ipv4_as_tcp_does, .timeout = 30)
+{
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0)
+    _exit(v6only_in_own_netns());
+  int st = 0;
+  cr_assert_eq(waitpid(pid, &st, 0), pid);
+  cr_assert(WIFEXITED(st));
+  if (WEXITSTATUS(st) == 2)
+    cr_skip_test("no network namespace of its own here (not root)");
+  cr_assert_eq(WEXITSTATUS(st), 0, "IPV6_V6ONLY is not 0 on both sockets bound to \"::\"");
 }
