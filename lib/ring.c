@@ -60,7 +60,10 @@ static int try_setup(weft__shard *sh, unsigned wflags)
     if (wflags & flag_map[i].weft)
       p.flags |= flag_map[i].kernel;
   weft_config *cfg = &sh->rt->cfg;
-  p.cq_entries = cfg->cq_entries ? cfg->cq_entries : cfg->ring_entries * 8;
+  /* The default is capped at the kernel's CQ limit: eight times the
+   * largest SQ sizes (above 8192) would be refused, failing the start. */
+  unsigned cq = cfg->ring_entries <= 65536 / 8 ? cfg->ring_entries * 8 : 65536;
+  p.cq_entries = cfg->cq_entries ? cfg->cq_entries : cq;
   return io_uring_queue_init_params(cfg->ring_entries, &sh->ring, &p);
 }
 

@@ -70,8 +70,8 @@ typedef struct weft_config {
                                unseen. How many tasks can exist is bounded by
                                memory, not by the map table. */
   unsigned ring_entries;    /* SQ entries per shard ring, 1..32768, default 256 */
-  unsigned cq_entries;      /* CQ entries, 0 = 8 x ring_entries, else
-                               ring_entries .. 65536 */
+  unsigned cq_entries;      /* CQ entries, 0 = 8 x ring_entries (at most
+                               65536), else ring_entries .. 65536 */
   unsigned ring_flags;      /* WEFT_RING_* to try, default WEFT_RING_ALL */
   int64_t spin_ns;          /* how long an idle shard polls before it sleeps in
                                the kernel, default 20 us; 0 = sleep at once */

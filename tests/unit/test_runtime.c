@@ -111,6 +111,31 @@ Test(runtime, invalid_configs_are_einval_and_run_nothing, .timeout = 20)
   cr_assert_eq(atomic_load(&ran), 0, "main ran for an invalid config");
 }
 
+/* The largest SQ sizes the header allows, with the default CQ size: eight
+ * times as many would pass the kernel's CQ limit (65536), which the
+ * default stays within rather than making the start fail. */
+Test(runtime, largest_ring_entries_start_with_the_default_cq, .timeout = 20)
+{
+  static const unsigned sizes[] = {8193, 32768};
+  for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+    weft_config c;
+    rt_cfg(&c, 1);
+    c.ring_entries = sizes[i];
+    weft_runtime *rt = NULL;
+    int r = weft_runtime_start(&rt, &c);
+    RT_SKIP_IF_NO_URING(r);
+    cr_assert_eq(r, 0, "ring_entries %u: %s", sizes[i], weft_strerror(r));
+    weft_task *t = rt_submit_on(rt, 0, times3, (void *)(intptr_t)5);
+    void *v = NULL;
+    cr_assert_eq(weft_join(t, &v), 0);
+    cr_assert_eq((intptr_t)v, 16);
+    weft_stats s;
+    cr_assert_eq(weft_stats_get(rt, 0, &s), 0);
+    cr_assert_geq(s.ring_entries, sizes[i]);
+    rt_stop_idle(rt);
+  }
+}
+
 static void *on_cpu(void *arg)
 {
   (void)arg;
