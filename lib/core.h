@@ -526,8 +526,9 @@ void weft__task_finish_unstarted(weft__shard *sh, weft_task *t);
 void weft__task_release(weft_task *t);
 /* Joins t (from a task or a plain thread) whatever happens to the caller:
  * neither its cancellation nor its deadline scope ends the wait. For helper
- * tasks whose work must be over before the caller goes on. */
-void weft__task_join_uncancellable(weft_task *t);
+ * tasks whose work must be over before the caller goes on. Returns t's
+ * result. */
+void *weft__task_join_uncancellable(weft_task *t);
 /* Links h (with its end function) on the running task t / unlinks it. Only
  * t itself calls these. */
 void weft__task_hold(weft_task *t, weft__held *h, void (*end)(weft__held *h));

@@ -422,7 +422,16 @@ int weft_run(const weft_config *cfg, void *(*main_fn)(void *), void *arg, void *
   r = weft_runtime_submit(rt, &o, main_fn, arg, &t);
   if (r == 0) {
     void *v = NULL;
-    weft_join(t, &v); /* from this plain thread: blocks on a futex */
+    /* From a plain thread: blocks on a futex. From a coroutine (of another
+     * runtime), its deadline scope may end the join with main still
+     * running and the handle still ours: then main is cancelled, as for a
+     * cancelled caller, and waited for all the same - the stop would
+     * cancel it anyway, and what it returns is main's result. */
+    int j = weft_join(t, &v);
+    if (j == -ETIMEDOUT || j == -ENOMEM) {
+      weft_cancel(t);
+      v = weft__task_join_uncancellable(t);
+    }
     if (ret)
       *ret = v;
   }

@@ -314,10 +314,12 @@ int weft_join_dl(weft_task *t, void **ret, int64_t deadline)
   return r;
 }
 
-void weft__task_join_uncancellable(weft_task *t)
+void *weft__task_join_uncancellable(weft_task *t)
 {
   wait_done(t, WEFT_NO_DEADLINE, true);
+  void *ret = t->coro.ret;
   weft__task_release(t);
+  return ret;
 }
 
 int weft_task_pin(void)

@@ -170,7 +170,11 @@ WEFT_API void weft_config_init(weft_config *cfg);
 
 /* Starts a runtime (cfg NULL = defaults), runs main_fn(arg) as a coroutine
  * pinned to shard 0, and when it returns stops the runtime (see above) and
- * stores main_fn's result in *ret (if ret is not NULL).
+ * stores main_fn's result in *ret (if ret is not NULL). Called from a
+ * coroutine (of another runtime), the caller's shard runs its other tasks
+ * while main runs, but is blocked during the stop; a cancel of the caller,
+ * or the end of its deadline scope, cancels main, and weft_run still waits
+ * for main to return and stores its result.
  * Returns 0, or: -EINVAL for an invalid config or a NULL main_fn, -ENOMEM,
  * -EPERM / -ENOSYS when io_uring is not available to this process (disabled
  * by sysctl or seccomp), -EAGAIN when threads cannot be created. On failure

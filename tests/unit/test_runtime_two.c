@@ -5,7 +5,8 @@
  * (and whose shard the submits count on), a refused wake-up between two
  * runtimes that must not block the next one, and a refused wake-up to a
  * sleeping shard falling back to its eventfd, whose poll is armed again
- * when the kernel ends it. The rest of the runtime as a whole is in
+ * when the kernel ends it; weft_run from a coroutine whose deadline scope
+ * ends. The rest of the runtime as a whole is in
  * test_runtime_life.c. Checks inside coroutines go through CO_CHECK /
  * CO_EQ (see rt_helpers.h).
  */
@@ -257,4 +258,58 @@ Test(runtime, stop_from_coroutine_of_other_runtime, .timeout = 15)
   cr_assert_eq((intptr_t)v, 0);
   rt_assert_clean();
   rt_stop_idle(a);
+}
+
+/* ---- weft_run from a coroutine of another runtime ---------------------------------- */
+
+struct nested {
+  weft_event *never; /* never set */
+  atomic_int started;
+};
+
+static void *nested_main(void *arg)
+{
+  struct nested *n = arg;
+  atomic_store(&n->started, 1);
+  int r = weft_event_wait(n->never);
+  return (void *)(intptr_t)(1000 - r); /* 1000 + ECANCELED once the scope ends it */
+}
+
+/* weft_run in a deadline scope whose deadline passes while main waits:
+ * runs main with deadlines further and further out until one passes after
+ * main has started (a main cancelled before it starts has result NULL). */
+static void *nested_run_in_scope(void *arg)
+{
+  struct nested *n = arg;
+  weft_config c;
+  rt_cfg(&c, 1);
+  for (int64_t d = WEFT_MSEC; d < 100 * WEFT_SEC; d *= 2) {
+    atomic_store(&n->started, 0);
+    void *ret = (void *)-1;
+    int64_t saved = weft_deadline_push(weft_now() + d);
+    int r = weft_run(&c, nested_main, n, &ret);
+    weft_deadline_pop(saved);
+    CO_EQ(r, 0);
+    if (!atomic_load(&n->started)) {
+      CO_CHECK(ret == NULL);
+      continue;
+    }
+    return ret;
+  }
+  CO_CHECK(!"main never started before the deadline");
+  return NULL;
+}
+
+Test(runtime, nested_run_cut_by_a_deadline_scope_still_returns_mains_result, .timeout = 60)
+{
+  /* weft_run "runs main_fn ... and when it returns stops the runtime and
+   * stores main_fn's result in *ret": the caller's deadline scope may end
+   * main's wait (as a cancel of the caller would), but weft_run still
+   * waits for main to return and stores what it returned. */
+  struct nested n = {0};
+  cr_assert_eq(weft_event_create(&n.never, 0), 0);
+  void *v = rt_run(1, nested_run_in_scope, &n);
+  rt_assert_clean();
+  cr_assert_eq((intptr_t)v, 1000 + ECANCELED, "main's result: %ld", (long)(intptr_t)v);
+  weft_event_destroy(n.never);
 }
