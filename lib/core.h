@@ -460,6 +460,9 @@ enum { WEFT__TRING_MSG = 1, WEFT__TRING_ACCEPT, WEFT__TRING_CANCEL };
  * with 0 the caller makes the SQE an op's (which wants every CQE). */
 void weft__ring_prep_msg(struct io_uring_sqe *sqe, int target_fd, uint32_t len, uint64_t data,
                          uint64_t if_refused);
+/* Test hook: when > 0, the number of CPUs the start takes the process to
+ * be allowed (shards = 0), as on a machine with that many. */
+extern atomic_int weft__usable_cpus_seen;
 /* Test hook: ring flags (WEFT_RING_*) setup pretends the kernel refused. */
 extern atomic_uint weft__ring_refused;
 /* How weft__ring_post_msg sends: 0 not known yet, 1 ring-less, -1 through

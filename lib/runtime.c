@@ -47,8 +47,13 @@ void weft_config_init(weft_config *cfg)
   cfg->msg_queue_limit = 65536;
 }
 
+atomic_int weft__usable_cpus_seen;
+
 static int usable_cpus(void)
 {
+  int seen = atomic_load_explicit(&weft__usable_cpus_seen, memory_order_relaxed);
+  if (seen > 0)
+    return seen; /* test hook */
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) {
     int n = CPU_COUNT(&set);
@@ -129,8 +134,12 @@ int weft_runtime_start(weft_runtime **out, const weft_config *cfg_in)
   int r = validate(&cfg);
   if (r < 0)
     return r;
-  if (cfg.shards == 0)
-    cfg.shards = usable_cpus();
+  /* At most WEFT_MAX_SHARDS, on any machine: per-shard tables (the
+   * steal rounds' and the message snapshots) have that many entries. */
+  if (cfg.shards == 0) {
+    int n = usable_cpus();
+    cfg.shards = n < WEFT_MAX_SHARDS ? n : WEFT_MAX_SHARDS;
+  }
   if (!cfg.thread_name)
     cfg.thread_name = "weft";
 

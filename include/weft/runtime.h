@@ -49,7 +49,8 @@ typedef struct weft_spawn_opts weft_spawn_opts;
 #define WEFT_RING_ALL 0x1fu
 
 typedef struct weft_config {
-  int shards;               /* number of shards; 0 = one per CPU the process may use */
+  int shards;               /* number of shards, 0..WEFT_MAX_SHARDS; 0 = one per
+                               CPU the process may use, at most WEFT_MAX_SHARDS */
   const int *cpus;          /* optional: shard i is pinned to cpus[i % ncpus] */
   int ncpus;                /* entries in cpus; 0 = no pinning */
   const char *thread_name;  /* thread names are "<thread_name>-<i>"; default "weft" */

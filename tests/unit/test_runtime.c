@@ -111,6 +111,23 @@ Test(runtime, invalid_configs_are_einval_and_run_nothing, .timeout = 20)
   cr_assert_eq(atomic_load(&ran), 0, "main ran for an invalid config");
 }
 
+/* shards = 0 on a machine with more CPUs than WEFT_MAX_SHARDS: the
+ * per-shard tables of a runtime hold at most that many. */
+Test(runtime, shards_zero_on_more_cpus_than_max_shards, .timeout = 20)
+{
+  weft_config c;
+  rt_cfg(&c, 0);
+  atomic_store(&weft__usable_cpus_seen, WEFT_MAX_SHARDS + 44);
+  weft_runtime *rt = NULL;
+  int r = weft_runtime_start(&rt, &c);
+  atomic_store(&weft__usable_cpus_seen, 0);
+  RT_SKIP_IF_NO_URING(r);
+  cr_assert_eq(r, 0, "start: %s", weft_strerror(r));
+  int n = weft_runtime_shards(rt);
+  rt_stop_idle(rt);
+  cr_assert_eq(n, WEFT_MAX_SHARDS, "%d shards", n);
+}
+
 /* The largest SQ sizes the header allows, with the default CQ size: eight
  * times as many would pass the kernel's CQ limit (65536), which the
  * default stays within rather than making the start fail. */
