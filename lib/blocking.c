@@ -29,7 +29,8 @@ enum { JOB_QUEUED, JOB_RUNNING, JOB_DONE };
 
 static void *pool_thread(void *arg);
 
-int weft__pool_init(weft__pool *p, unsigned max_threads, int64_t idle_ns)
+int weft__pool_init(weft__pool *p, unsigned max_threads, int64_t idle_ns,
+                    const cpu_set_t *cpus)
 {
   if (pthread_mutex_init(&p->lock, NULL))
     return -ENOMEM;
@@ -49,6 +50,7 @@ int weft__pool_init(weft__pool *p, unsigned max_threads, int64_t idle_ns)
   p->idle_ns = idle_ns;
   p->threads = p->idle = 0;
   p->queued = 0;
+  p->cpus = cpus;
   p->stopping = false;
   atomic_init(&p->jobs_done, 0);
   return 0;
@@ -136,6 +138,10 @@ static int submit(weft__pool *p, weft__job *j)
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    /* Mostly made by shard threads, which may be pinned to one CPU: a
+     * job would compete with its shard there, all other CPUs idle. */
+    if (p->cpus)
+      pthread_attr_setaffinity_np(&attr, sizeof(*p->cpus), p->cpus);
     int saved = errno; /* pthread_create returns its error, but may leave errno set */
     int e = weft__fault_hit(WEFT__FAULT_THREAD) ? EAGAIN : pthread_create(&th, &attr, pool_thread, p);
     pthread_attr_destroy(&attr);

@@ -238,11 +238,13 @@ typedef struct weft__pool {
   int64_t idle_ns;              /* an idle thread leaves after this long */
   unsigned threads, idle;       /* started and alive; of them waiting */
   unsigned queued;              /* jobs not taken yet */
+  const cpu_set_t *cpus;        /* CPUs its threads may use; NULL: the creator's */
   bool stopping;
   _Atomic uint64_t jobs_done;
 } weft__pool;
 
-int weft__pool_init(weft__pool *p, unsigned max_threads, int64_t idle_ns);
+int weft__pool_init(weft__pool *p, unsigned max_threads, int64_t idle_ns,
+                    const cpu_set_t *cpus);
 /* Makes every pool thread leave and waits for them (no job may be queued). */
 void weft__pool_term(weft__pool *p);
 void weft__pool_stats(weft__pool *p, uint64_t *jobs, uint64_t *queued, uint64_t *threads);
@@ -253,6 +255,12 @@ weft__pool *weft__pool_self(void);
 struct weft_runtime {
   weft_config cfg;
   char thread_name[16];
+  /* The CPUs the process may use, as its starter saw them - on a pinned
+   * shard of another runtime, that runtime's (weft_runtime_start). Its
+   * shard and pool threads are made with this affinity rather than
+   * inheriting the pinning of whichever thread creates them. */
+  cpu_set_t cpus_allowed;
+  bool cpus_known;                                 /* false: sched_getaffinity failed */
   int nshards;
   weft__shard *shards;
   _Alignas(WEFT__CACHELINE) atomic_uint rr_next;   /* round-robin cursor */

@@ -49,21 +49,29 @@ void weft_config_init(weft_config *cfg)
 
 atomic_int weft__usable_cpus_seen;
 
-static int usable_cpus(void)
+/* The CPUs the process may use, for a runtime started by this thread:
+ * its own affinity - unless it is a shard, which may be pinned to one CPU
+ * by weft itself (cfg.cpus): then those of the shard's runtime. False when
+ * they cannot be known. */
+static bool process_cpus(cpu_set_t *set)
+{
+  weft__shard *me = weft__shard_self();
+  if (me) {
+    *set = me->rt->cpus_allowed;
+    return me->rt->cpus_known;
+  }
+  return sched_getaffinity(0, sizeof(*set), set) == 0 && CPU_COUNT(set) > 0;
+}
+
+static int usable_cpus(const cpu_set_t *set, bool known)
 {
   int seen = atomic_load_explicit(&weft__usable_cpus_seen, memory_order_relaxed);
   if (seen > 0)
     return seen; /* test hook */
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    int n = CPU_COUNT(&set);
-    if (n > 0)
-      return n;
-  }
-  return 1;
+  return known ? CPU_COUNT(set) : 1;
 }
 
-static int validate(const weft_config *cfg)
+static int validate(const weft_config *cfg, const cpu_set_t *allowed, bool known)
 {
   if (cfg->shards < 0 || cfg->shards > WEFT_MAX_SHARDS)
     return -EINVAL;
@@ -94,14 +102,10 @@ static int validate(const weft_config *cfg)
     return -EINVAL;
   if (cfg->ncpus < 0 || (cfg->ncpus > 0 && !cfg->cpus))
     return -EINVAL;
-  if (cfg->ncpus > 0) {
-    cpu_set_t allowed;
-    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0)
-      CPU_ZERO(&allowed);
-    for (int i = 0; i < cfg->ncpus; i++)
-      if (cfg->cpus[i] < 0 || cfg->cpus[i] >= CPU_SETSIZE || !CPU_ISSET(cfg->cpus[i], &allowed))
-        return -EINVAL;
-  }
+  for (int i = 0; i < cfg->ncpus; i++)
+    if (!known || cfg->cpus[i] < 0 || cfg->cpus[i] >= CPU_SETSIZE ||
+        !CPU_ISSET(cfg->cpus[i], allowed))
+      return -EINVAL;
   return 0;
 }
 
@@ -131,13 +135,15 @@ int weft_runtime_start(weft_runtime **out, const weft_config *cfg_in)
     cfg = *cfg_in;
   else
     weft_config_init(&cfg);
-  int r = validate(&cfg);
+  cpu_set_t allowed;
+  bool known = process_cpus(&allowed);
+  int r = validate(&cfg, &allowed, known);
   if (r < 0)
     return r;
   /* At most WEFT_MAX_SHARDS, on any machine: per-shard tables (the
    * steal rounds' and the message snapshots) have that many entries. */
   if (cfg.shards == 0) {
-    int n = usable_cpus();
+    int n = usable_cpus(&allowed, known);
     cfg.shards = n < WEFT_MAX_SHARDS ? n : WEFT_MAX_SHARDS;
   }
   if (!cfg.thread_name)
@@ -166,9 +172,12 @@ int weft_runtime_start(weft_runtime **out, const weft_config *cfg_in)
   snprintf(rt->thread_name, sizeof(rt->thread_name), "%.11s", cfg.thread_name);
   rt->cfg.thread_name = rt->thread_name;
   rt->nshards = cfg.shards;
+  rt->cpus_allowed = allowed;
+  rt->cpus_known = known;
   pthread_mutex_init(&rt->start_lock, NULL);
   pthread_cond_init(&rt->start_cond, NULL);
-  r = weft__pool_init(&rt->pool, cfg.blocking_threads, cfg.blocking_idle_ns);
+  r = weft__pool_init(&rt->pool, cfg.blocking_threads, cfg.blocking_idle_ns,
+                      known ? &rt->cpus_allowed : NULL);
   if (r < 0) {
     pthread_mutex_destroy(&rt->start_lock);
     pthread_cond_destroy(&rt->start_cond);
@@ -203,6 +212,12 @@ int weft_runtime_start(weft_runtime **out, const weft_config *cfg_in)
     return r;
   }
 
+  /* Shards with cpus pin themselves; the others keep these CPUs, not the
+   * starter's pinning (a shard of another runtime). */
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  if (known)
+    pthread_attr_setaffinity_np(&attr, sizeof(rt->cpus_allowed), &rt->cpus_allowed);
   int created = 0;
   for (int i = 0; i < rt->nshards; i++) {
     weft__shard *sh = &rt->shards[i];
@@ -213,7 +228,7 @@ int weft_runtime_start(weft_runtime **out, const weft_config *cfg_in)
     /* pthread_create returns its error, but may leave errno set (a failed
      * mmap of the thread's stack): the caller's errno is left as it was. */
     int saved = errno;
-    int e = pthread_create(&sh->thread, NULL, weft__shard_main, sh);
+    int e = pthread_create(&sh->thread, &attr, weft__shard_main, sh);
     errno = saved;
     if (e) {
       r = -e;
@@ -221,6 +236,7 @@ int weft_runtime_start(weft_runtime **out, const weft_config *cfg_in)
     }
     created++;
   }
+  pthread_attr_destroy(&attr);
 
   /* Wait for every created shard to report its ring setup. */
   pthread_mutex_lock(&rt->start_lock);

@@ -51,8 +51,14 @@ typedef struct weft_spawn_opts weft_spawn_opts;
 typedef struct weft_config {
   int shards;               /* number of shards, 0..WEFT_MAX_SHARDS; 0 = one per
                                CPU the process may use, at most WEFT_MAX_SHARDS */
-  const int *cpus;          /* optional: shard i is pinned to cpus[i % ncpus] */
-  int ncpus;                /* entries in cpus; 0 = no pinning */
+  const int *cpus;          /* optional: shard i is pinned to cpus[i % ncpus],
+                               each a CPU the process may use (else -EINVAL) */
+  int ncpus;                /* entries in cpus; 0 = no pinning. "The CPUs the
+                               process may use" are those the starting thread
+                               may run on - on a shard of another runtime,
+                               that runtime's, not the shard's own pinning.
+                               Unpinned shards and blocking pool threads run
+                               on any of them. */
   const char *thread_name;  /* thread names are "<thread_name>-<i>"; default "weft" */
   size_t stack_size;        /* default coroutine stack (virtual bytes), default 256 KiB,
                                16 KiB .. 1 GiB, rounded up to whole pages; pages are

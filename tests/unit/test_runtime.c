@@ -193,6 +193,81 @@ Test(runtime, cpus_pin_each_shard, .timeout = 20)
   cr_assert_eq(seen[1], cpu);
 }
 
+/* CPUs the calling thread may run on. */
+static void *allowed_cpus(void *arg)
+{
+  (void)arg;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0)
+    return (void *)(intptr_t)-1;
+  return (void *)(intptr_t)CPU_COUNT(&set);
+}
+
+struct unpinned {
+  int ncpus, other; /* the test thread's CPU count, and a CPU not the shard's */
+};
+
+/* On a shard pinned to one CPU: the threads weft makes from here are not
+ * pinned by that - the pool's, and another runtime's unpinned shards. */
+static void *pinned_shard_makes_threads(void *arg)
+{
+  struct unpinned *u = arg;
+  void *v = NULL;
+  CO_EQ(weft_blocking(allowed_cpus, NULL, &v), 0);
+  CO_EQ((intptr_t)v, u->ncpus);
+  weft_config c;
+  rt_cfg(&c, 0);
+  weft_runtime *b = NULL;
+  CO_EQ(weft_runtime_start(&b, &c), 0);
+  if (!b)
+    return NULL;
+  CO_EQ(weft_runtime_shards(b), u->ncpus < WEFT_MAX_SHARDS ? u->ncpus : WEFT_MAX_SHARDS);
+  weft_spawn_opts o;
+  weft_spawn_opts_init(&o);
+  o.placement = WEFT_PLACE_PINNED;
+  o.shard = 0;
+  weft_task *t;
+  CO_EQ(weft_runtime_submit(b, &o, allowed_cpus, NULL, &t), 0);
+  CO_EQ(rt_join_int(t), u->ncpus);
+  CO_EQ(weft_runtime_stop(b), 0);
+  /* And a CPU the process may use is one a runtime started here may pin to. */
+  c.shards = 1;
+  c.cpus = &u->other;
+  c.ncpus = 1;
+  b = NULL;
+  CO_EQ(weft_runtime_start(&b, &c), 0);
+  if (b)
+    CO_EQ(weft_runtime_stop(b), 0);
+  return NULL;
+}
+
+Test(runtime, pinning_a_shard_does_not_pin_the_threads_it_makes, .timeout = 30)
+{
+  /* cpus: "shard i is pinned to cpus[i % ncpus]"; ncpus 0: "no pinning",
+   * shards 0: "one per CPU the process may use". */
+  cpu_set_t set;
+  cr_assert_eq(sched_getaffinity(0, sizeof(set), &set), 0);
+  struct unpinned u = {.ncpus = CPU_COUNT(&set), .other = -1};
+  if (u.ncpus < 2)
+    cr_skip_test("needs two CPUs");
+  int first = -1;
+  for (int i = 0; i < CPU_SETSIZE; i++)
+    if (CPU_ISSET(i, &set)) {
+      if (first < 0)
+        first = i;
+      else if (u.other < 0)
+        u.other = i;
+    }
+  weft_config c;
+  rt_cfg(&c, 1);
+  c.cpus = &first;
+  c.ncpus = 1;
+  int r = weft_run(&c, pinned_shard_makes_threads, &u, NULL);
+  RT_SKIP_IF_NO_URING(r);
+  cr_assert_eq(r, 0);
+  rt_assert_clean();
+}
+
 /* ---- placement -------------------------------------------------------------------- */
 
 static void *spawn_pinned_here(void *arg)
