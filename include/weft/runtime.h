@@ -184,8 +184,9 @@ WEFT_API void weft_config_init(weft_config *cfg);
  * for main to return and stores its result.
  * Returns 0, or: -EINVAL for an invalid config or a NULL main_fn, -ENOMEM,
  * -EPERM / -ENOSYS when io_uring is not available to this process (disabled
- * by sysctl or seccomp), -EAGAIN when threads cannot be created. On failure
- * nothing is left behind and main_fn did not run. */
+ * by sysctl or seccomp), -EAGAIN when threads cannot be created, -EMFILE /
+ * -ENFILE when file descriptors run out (each shard takes two: its ring and
+ * an eventfd). On failure nothing is left behind and main_fn did not run. */
 WEFT_API int weft_run(const weft_config *cfg, void *(*main_fn)(void *), void *arg, void **ret);
 
 /* Starts a runtime and returns at once; same errors as weft_run(). */

@@ -17,7 +17,9 @@
 
 #include <dirent.h>
 #include <sched.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 static atomic_int ran;
@@ -431,6 +433,41 @@ Test(runtime, start_walks_every_allocation_failure, .timeout = 20)
   cr_assert_gt(n, 1, "start made no allocation through the fault hook");
   cr_assert_eq(count_uring_fds(), fds);
   cr_assert_eq(count_threads(), threads);
+  rt_assert_no_leaks();
+}
+
+/* Out of file descriptors (a shard needs two: its ring, then its eventfd):
+ * with none left the ring fails, with one left the eventfd does after the
+ * ring was made. Either way the start fails with -EMFILE, as runtime.h
+ * says, and leaves no descriptor or thread behind. */
+Test(runtime, start_without_file_descriptors_is_emfile, .timeout = 20)
+{
+  weft_runtime *probe = rt_start(1);
+  cr_assert_eq(weft_runtime_stop(probe), 0);
+  int fds = count_uring_fds(), threads = count_threads();
+  struct rlimit old;
+  cr_assert_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+  weft_config c;
+  rt_cfg(&c, 1);
+  for (int left = 0; left < 2; left++) {
+    struct rlimit low = {.rlim_cur = 256, .rlim_max = old.rlim_max};
+    cr_assert_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+    int filler[256], n = 0;
+    for (int fd; n < 256 && (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;)
+      filler[n++] = fd;
+    cr_assert_geq(n, left, "no descriptor could be opened");
+    for (int i = 0; i < left; i++)
+      close(filler[--n]);
+    weft_runtime *rt = NULL;
+    int r = weft_runtime_start(&rt, &c);
+    while (n > 0)
+      close(filler[--n]);
+    cr_assert_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+    cr_assert_eq(r, -EMFILE, "%d descriptor(s) left: %s", left, weft_strerror(r));
+    cr_assert_null(rt);
+  }
+  cr_assert_eq(count_uring_fds(), fds, "an io_uring fd leaked");
+  cr_assert_eq(count_threads(), threads, "a shard thread was left running");
   rt_assert_no_leaks();
 }
 
