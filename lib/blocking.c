@@ -96,7 +96,10 @@ static void *pool_thread(void *arg)
     while (!p->head && !p->stopping) {
       struct timespec until;
       clock_gettime(CLOCK_MONOTONIC, &until);
-      int64_t t = (int64_t)until.tv_sec * 1000000000 + until.tv_nsec + p->idle_ns;
+      /* Saturating: idle_ns may be anything > 0 (INT64_MAX: never leave); a
+       * sum that wrapped gave a negative time, which the wait refuses at
+       * once (-EINVAL) - this loop then spun holding the pool's lock. */
+      int64_t t = weft__add_sat((int64_t)until.tv_sec * 1000000000 + until.tv_nsec, p->idle_ns);
       until.tv_sec = t / 1000000000;
       until.tv_nsec = t % 1000000000;
       p->idle++;

@@ -128,6 +128,39 @@ Test(runtime, shards_zero_on_more_cpus_than_max_shards, .timeout = 20)
   cr_assert_eq(n, WEFT_MAX_SHARDS, "%d shards", n);
 }
 
+static void *pool_tid(void *arg)
+{
+  (void)arg;
+  return (void *)(intptr_t)rt_gettid();
+}
+
+/* blocking_idle_ns: any value > 0, so the largest as "never leave": a pool
+ * thread that ran a job is still there for the next one, not gone at once
+ * because its deadline wrapped around. */
+static void *pool_keeps_its_thread(void *arg)
+{
+  (void)arg;
+  void *a = NULL, *b = NULL;
+  CO_EQ(weft_blocking(pool_tid, NULL, &a), 0);
+  CO_EQ(weft_blocking(pool_tid, NULL, &b), 0);
+  CO_CHECK(a == b);
+  weft_stats s;
+  CO_EQ(weft_stats_get(NULL, -1, &s), 0);
+  CO_EQ(s.pool_threads, 1);
+  return NULL;
+}
+
+Test(runtime, blocking_idle_ns_max_keeps_pool_threads, .timeout = 20)
+{
+  weft_config c;
+  rt_cfg(&c, 1);
+  c.blocking_idle_ns = INT64_MAX;
+  int r = weft_run(&c, pool_keeps_its_thread, NULL, NULL);
+  RT_SKIP_IF_NO_URING(r);
+  cr_assert_eq(r, 0);
+  rt_assert_clean();
+}
+
 /* The largest SQ sizes the header allows, with the default CQ size: eight
  * times as many would pass the kernel's CQ limit (65536), which the
  * default stays within rather than making the start fail. */
