@@ -161,6 +161,42 @@ Test(runtime, blocking_idle_ns_max_keeps_pool_threads, .timeout = 20)
   rt_assert_clean();
 }
 
+/* The calling thread's name. */
+static void *thread_comm(void *arg)
+{
+  char *out = arg;
+  FILE *f = fopen("/proc/thread-self/comm", "r");
+  if (f) {
+    if (!fgets(out, 32, f))
+      out[0] = '\0';
+    fclose(f);
+  }
+  out[strcspn(out, "\n")] = '\0';
+  return NULL;
+}
+
+Test(runtime, shard_threads_are_named_as_the_header_says, .timeout = 20)
+{
+  static const struct {
+    const char *name, *shard1;
+  } cases[] = {
+    {NULL, "weft-1"},
+    {"db", "db-1"},
+    {"abcdefghijklmnop", "abcdefghijk-1"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    weft_config c;
+    rt_cfg(&c, 2);
+    c.thread_name = cases[i].name;
+    weft_runtime *rt = rt_start_cfg(&c);
+    char comm[32] = "";
+    weft_task *t = rt_submit_on(rt, 1, thread_comm, comm);
+    cr_assert_eq(weft_join(t, NULL), 0);
+    rt_stop_idle(rt);
+    cr_assert_str_eq(comm, cases[i].shard1);
+  }
+}
+
 /* The largest SQ sizes the header allows, with the default CQ size: eight
  * times as many would pass the kernel's CQ limit (65536), which the
  * default stays within rather than making the start fail. */
