@@ -322,6 +322,21 @@ static void notify_all(weft_runtime *rt)
     weft__shard_notify(&rt->shards[i]);
 }
 
+/* A stop called from a coroutine (of another runtime) waits for rt's tasks
+ * suspended, not asleep on its shard's thread: a cancelled task of rt may
+ * be waiting for a task of that shard to return (a weft_join across
+ * runtimes, which a cancel turns into an uncancellable wait), and that
+ * task must run meanwhile. Polled: the tasks' wake-ups of the stopper are
+ * a futex's. Not cancellable: the stop must finish once begun. */
+static void stop_pause(void)
+{
+  weft__waiter w;
+  weft__waiter_init(&w);
+  w.uncancellable = true;
+  if (weft__waiter_wait(&w, weft__now() + WEFT_MSEC) == -ENOMEM)
+    sched_yield(); /* no timer for it: poll from the thread, as a plain thread would */
+}
+
 static void join_shard(weft_runtime *rt, weft__shard *sh)
 {
   int saved = errno; /* the caller's, whatever the clock and join do */
@@ -369,6 +384,7 @@ int weft_runtime_stop(weft_runtime *rt)
    * target is early, never late (an early wake-up sets it again). The
    * timeout only bounds how long a missed wake-up could delay us; it is not
    * a grace period. */
+  unsigned pauses = 0;
   for (;;) {
     uint32_t seq = atomic_load_explicit(&rt->finish_seq, memory_order_seq_cst);
     int64_t live = weft__runtime_live(rt);
@@ -381,8 +397,13 @@ int weft_runtime_stop(weft_runtime *rt)
     (void)atomic_load_explicit(&rt->finish_seq, memory_order_seq_cst);
     if (quiescent(rt))
       break;
-    if (weft__futex_wait(&rt->stop_woken, 0, weft__now() + 10 * WEFT_MSEC) == -ETIMEDOUT)
+    if (weft__task_self()) {
+      stop_pause();
+      if (++pauses % 10 == 0)
+        notify_all(rt); /* every 10 ms, as the futex wait's timeout below */
+    } else if (weft__futex_wait(&rt->stop_woken, 0, weft__now() + 10 * WEFT_MSEC) == -ETIMEDOUT) {
       notify_all(rt);
+    }
   }
   atomic_store_explicit(&rt->exiting, true, memory_order_seq_cst);
   notify_all(rt);

@@ -182,7 +182,7 @@ WEFT_API void weft_config_init(weft_config *cfg);
  * pinned to shard 0, and when it returns stops the runtime (see above) and
  * stores main_fn's result in *ret (if ret is not NULL). Called from a
  * coroutine (of another runtime), the caller's shard runs its other tasks
- * while main runs, but is blocked during the stop; a cancel of the caller,
+ * meanwhile (see weft_runtime_stop); a cancel of the caller,
  * or the end of its deadline scope, cancels main, and weft_run still waits
  * for main to return and stores its result.
  * Returns 0, or: -EINVAL for an invalid config or a NULL main_fn, -ENOMEM,
@@ -209,6 +209,9 @@ WEFT_API int weft_runtime_submit(weft_runtime *rt, const weft_spawn_opts *o,
  * woke or cancelled one of its tasks (setting an event, unlocking a mutex,
  * weft_cancel, weft_group_cancel, weft_msg_send_many_rt, weft_counter_add_rt)
  * may still be finishing after that task has returned; the stop waits for it.
+ * From a coroutine (of another runtime), the caller is suspended while rt's
+ * tasks end - its shard runs its other tasks, which rt's may be waiting for
+ * (a cancelled weft_join of one of them) - and the stop is not cancellable.
  * Returns 0, or -EINVAL (NULL, or called from one of rt's own shards or
  * from a job on rt's blocking pool, which the stop would wait for). */
 WEFT_API int weft_runtime_stop(weft_runtime *rt);

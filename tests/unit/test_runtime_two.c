@@ -5,7 +5,8 @@
  * (and whose shard the submits count on), a refused wake-up between two
  * runtimes that must not block the next one, and a refused wake-up to a
  * sleeping shard falling back to its eventfd, whose poll is armed again
- * when the kernel ends it; weft_run from a coroutine whose deadline scope
+ * when the kernel ends it; a stop from a coroutine whose shard the stopped
+ * runtime's tasks wait for; weft_run from a coroutine whose deadline scope
  * ends. The rest of the runtime as a whole is in
  * test_runtime_life.c. Checks inside coroutines go through CO_CHECK /
  * CO_EQ (see rt_helpers.h).
@@ -258,6 +259,58 @@ Test(runtime, stop_from_coroutine_of_other_runtime, .timeout = 15)
   cr_assert_eq((intptr_t)v, 0);
   rt_assert_clean();
   rt_stop_idle(a);
+}
+
+/* A task of B joining a task of A; stopping B cancels the join, which then
+ * waits (uncancellably) for A's task to return - on the shard whose
+ * coroutine is stopping B. */
+struct cross {
+  weft_runtime *b;
+  weft_event *never; /* never set */
+  weft_task *x;      /* on A: waits on `never` */
+  int join_result;
+};
+
+static void *x_waits(void *arg)
+{
+  struct cross *c = arg;
+  return (void *)(intptr_t)weft_event_wait(c->never);
+}
+
+static void *b_joins_x(void *arg)
+{
+  struct cross *c = arg;
+  void *v = NULL;
+  c->join_result = weft_join(c->x, &v);
+  CO_EQ((intptr_t)v, -ECANCELED);
+  return NULL;
+}
+
+static void *stop_b_from_a(void *arg)
+{
+  struct cross *c = arg;
+  CO_CHECK(RT_POLL(rt_dump_count(NULL, " waiting") == 1));   /* x */
+  CO_CHECK(RT_POLL(rt_dump_count(c->b, " waiting") == 1));   /* the join */
+  return (void *)(intptr_t)weft_runtime_stop(c->b);
+}
+
+Test(runtime, stop_from_a_coroutine_whose_shard_a_cancelled_join_waits_for, .timeout = 20)
+{
+  weft_runtime *a = rt_start(1);
+  struct cross c = {.b = rt_start(1), .join_result = 1};
+  cr_assert_eq(weft_event_create(&c.never, 0), 0);
+  cr_assert_eq(weft_runtime_submit(a, NULL, x_waits, &c, &c.x), 0);
+  weft_task *j, *s;
+  cr_assert_eq(weft_runtime_submit(c.b, NULL, b_joins_x, &c, &j), 0);
+  cr_assert_eq(weft_detach(j), 0);
+  cr_assert_eq(weft_runtime_submit(a, NULL, stop_b_from_a, &c, &s), 0);
+  void *v = (void *)-1;
+  cr_assert_eq(weft_join(s, &v), 0);
+  cr_assert_eq((intptr_t)v, 0);
+  cr_assert_eq(c.join_result, -ECANCELED);
+  rt_assert_clean();
+  rt_stop_idle(a);
+  weft_event_destroy(c.never);
 }
 
 /* ---- weft_run from a coroutine of another runtime ---------------------------------- */
