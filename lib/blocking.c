@@ -219,7 +219,11 @@ int weft_blocking_dl(void *(*fn)(void *), void *arg, void **ret, int64_t deadlin
     /* As in a coroutine: a deadline already passed starts nothing. */
     if (deadline >= 0 && deadline <= weft__now())
       return -ETIMEDOUT;
+    /* fn's errno is the running thread's - the caller's here: kept from
+     * it as a pool thread's is, since no weft call touches errno. */
+    int saved = errno;
     void *v = fn(arg);
+    errno = saved;
     if (ret)
       *ret = v;
     return 0;

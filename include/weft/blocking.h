@@ -26,7 +26,9 @@ extern "C" {
  * deadline already passed (nor did it), or -EINVAL for a NULL fn. When every pool thread is busy and
  * no other can be started, the job waits for one of them.
  * On a plain thread fn runs right there, on the caller's thread, and a
- * deadline only decides whether it starts.
+ * deadline only decides whether it starts. Either way the caller's errno is
+ * left as it was: what fn does to errno stays with the thread that ran it,
+ * so fn reads errno itself and passes an error back through its result.
  *
  * A job cannot be interrupted: if the deadline passes or the task is
  * cancelled while fn runs, the call still waits for fn to return (fn may use

@@ -342,6 +342,42 @@ Test(blocking, plain_thread_runs_fn_inline, .timeout = 30)
   cr_assert_null(ret);
 }
 
+/* A job's errno is the errno of the thread it runs on, and it stays there:
+ * the caller's is left as it was - in a coroutine, where the job runs on a
+ * pool thread, and on a plain thread, where it runs inline (weft's calls
+ * never touch errno; fn passes an error back through its result). */
+static void *set_errno(void *arg)
+{
+  errno = (int)(intptr_t)arg;
+  return (void *)(intptr_t)errno;
+}
+
+static void *errno_in_coroutine(void *arg)
+{
+  (void)arg;
+  void *ret = NULL;
+  errno = 0;
+  CO_EQ(weft_blocking(set_errno, (void *)(intptr_t)EDOM, &ret), 0);
+  CO_EQ(errno, 0);
+  CO_EQ((intptr_t)ret, EDOM);
+  return NULL;
+}
+
+Test(blocking, the_callers_errno_is_left_as_it_was, .timeout = 30)
+{
+  void *ret = NULL;
+  errno = 0;
+  cr_assert_eq(weft_blocking(set_errno, (void *)(intptr_t)EDOM, &ret), 0);
+  cr_assert_eq(errno, 0, "the job's errno reached the caller: %d", errno);
+  cr_assert_eq((intptr_t)ret, EDOM);
+  errno = ERANGE;
+  cr_assert_eq(weft_blocking_dl(set_errno, (void *)(intptr_t)EDOM, NULL, weft_now() + WEFT_SEC),
+               0);
+  cr_assert_eq(errno, ERANGE, "the job's errno reached the caller: %d", errno);
+  rt_run(1, errno_in_coroutine, NULL);
+  rt_assert_clean();
+}
+
 static void *null_fn(void *arg)
 {
   (void)arg;
