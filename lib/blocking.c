@@ -8,6 +8,7 @@
 #include "../coro/fault.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -30,8 +31,9 @@ enum { JOB_QUEUED, JOB_RUNNING, JOB_DONE };
 static void *pool_thread(void *arg);
 
 int weft__pool_init(weft__pool *p, unsigned max_threads, int64_t idle_ns,
-                    const cpu_set_t *cpus)
+                    const cpu_set_t *cpus, const char *thread_name)
 {
+  snprintf(p->name, sizeof(p->name), "%.10s-pool", thread_name); /* the kernel's 15 */
   if (pthread_mutex_init(&p->lock, NULL))
     return -ENOMEM;
   pthread_condattr_t ca;
@@ -91,6 +93,8 @@ static void *pool_thread(void *arg)
 {
   weft__pool *p = arg;
   tls_pool = p;
+  /* Not the starting shard's name, inherited: its jobs' time is not its. */
+  pthread_setname_np(pthread_self(), p->name);
   pthread_mutex_lock(&p->lock);
   for (;;) {
     while (!p->head && !p->stopping) {

@@ -239,12 +239,15 @@ typedef struct weft__pool {
   unsigned threads, idle;       /* started and alive; of them waiting */
   unsigned queued;              /* jobs not taken yet */
   const cpu_set_t *cpus;        /* CPUs its threads may use; NULL: the creator's */
+  char name[16];                /* the threads' name, "<thread_name>-pool" */
   bool stopping;
   _Atomic uint64_t jobs_done;
 } weft__pool;
 
+/* Threads are named "<thread_name>-pool", not after the shard that
+ * started them. */
 int weft__pool_init(weft__pool *p, unsigned max_threads, int64_t idle_ns,
-                    const cpu_set_t *cpus);
+                    const cpu_set_t *cpus, const char *thread_name);
 /* Makes every pool thread leave and waits for them (no job may be queued). */
 void weft__pool_term(weft__pool *p);
 void weft__pool_stats(weft__pool *p, uint64_t *jobs, uint64_t *queued, uint64_t *threads);

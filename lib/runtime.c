@@ -177,7 +177,7 @@ int weft_runtime_start(weft_runtime **out, const weft_config *cfg_in)
   pthread_mutex_init(&rt->start_lock, NULL);
   pthread_cond_init(&rt->start_cond, NULL);
   r = weft__pool_init(&rt->pool, cfg.blocking_threads, cfg.blocking_idle_ns,
-                      known ? &rt->cpus_allowed : NULL);
+                      known ? &rt->cpus_allowed : NULL, rt->thread_name);
   if (r < 0) {
     pthread_mutex_destroy(&rt->start_lock);
     pthread_cond_destroy(&rt->start_cond);

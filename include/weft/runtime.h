@@ -59,10 +59,12 @@ typedef struct weft_config {
                                that runtime's, not the shard's own pinning.
                                Unpinned shards and blocking pool threads run
                                on any of them. */
-  const char *thread_name;  /* thread names are "<thread_name>-<i>"; default "weft"
-                               (also for NULL). Only its first 11 bytes are
-                               used: Linux allows 15 per thread name, and
-                               "-<i>" takes up to 4. */
+  const char *thread_name;  /* shard i's thread is "<thread_name>-<i>", the
+                               blocking pool's threads "<thread_name>-pool";
+                               default "weft" (also for NULL). Linux keeps 15
+                               bytes per thread name: only the first 11 of it
+                               are used for shards ("-<i>" takes up to 4), 10
+                               for the pool. */
   size_t stack_size;        /* default coroutine stack (virtual bytes), default 256 KiB,
                                16 KiB .. 1 GiB, rounded up to whole pages; pages are
                                committed as they are touched. Below each stack lies

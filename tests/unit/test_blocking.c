@@ -624,3 +624,36 @@ Test(blocking, a_job_cannot_stop_its_own_runtime, .timeout = 30)
   rt_stop_idle(rt);
   rt_assert_no_leaks();
 }
+/* ---- pool threads' names ---------------------------------------------------------------- */
+
+/* "<thread_name>-<i>" names shard i. A new thread takes its creator's name,
+ * and pool threads are started by shards: each was named after the shard
+ * that started it - two threads "weft-0", the pool's time counted to the
+ * shard in top -H or perf. They are "<thread_name>-pool". */
+static void *name_job(void *arg)
+{
+  char *name = arg;
+  if (pthread_getname_np(pthread_self(), name, 16) != 0)
+    strcpy(name, "?");
+  return NULL;
+}
+
+static void *name_of_a_pool_thread(void *arg)
+{
+  CO_EQ(weft_blocking(name_job, arg, NULL), 0);
+  return NULL;
+}
+
+Test(blocking, pool_threads_are_named_as_the_pools, .timeout = 30)
+{
+  weft_config c;
+  rt_cfg(&c, 1);
+  c.thread_name = "tst";
+  char name[16] = "";
+  void *ret = NULL;
+  int r = weft_run(&c, name_of_a_pool_thread, name, &ret);
+  RT_SKIP_IF_NO_URING(r);
+  cr_assert_eq(r, 0);
+  rt_assert_clean();
+  cr_assert_str_eq(name, "tst-pool");
+}
