@@ -18,7 +18,7 @@ enum weft__fault_site {
   WEFT__FAULT_MMAP,      /* stack and slab mappings */
   WEFT__FAULT_MALLOC,    /* heap allocations of runtime objects */
   WEFT__FAULT_RING,      /* io_uring ring setup */
-  WEFT__FAULT_THREAD,    /* pthread_create of shard threads */
+  WEFT__FAULT_THREAD,    /* pthread_create of shard and blocking-pool threads */
   WEFT__FAULT_POST,      /* msg_ring posts of threads outside a shard (-ENOMEM) */
   WEFT__FAULT_WAKE_FD,   /* the eventfd write that stands in for a refused post */
   WEFT__FAULT_MEMBARRIER,/* a canceller's membarrier (-ENOMEM) */

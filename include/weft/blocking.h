@@ -8,6 +8,15 @@
  * weft_config.blocking_threads and leave after blocking_idle_ns without work.
  * A finished job wakes its coroutine's shard with a msg_ring message - no
  * polling anywhere.
+ *
+ * fn runs on whichever pool thread is free, one job after another on the
+ * same threads: successive calls, even from one coroutine, may run on
+ * different threads, and a thread-local fn sets stays on its thread for the
+ * next job there. A pool thread is no coroutine - weft's calls in fn are a
+ * plain thread's (they block it; a stop of its own runtime is refused with
+ * -EINVAL) - and it blocks SIGPIPE as shard threads do: a write to a broken pipe or
+ * socket in fn fails with EPIPE (see weft/process.h for what a child
+ * started there inherits).
  */
 #ifndef WEFT_BLOCKING_H
 #define WEFT_BLOCKING_H
@@ -33,6 +42,8 @@ extern "C" {
  * A job cannot be interrupted: if the deadline passes or the task is
  * cancelled while fn runs, the call still waits for fn to return (fn may use
  * the caller's memory), then returns -ETIMEDOUT / -ECANCELED (*ret is set).
+ * A runtime stop cancels the task and so waits for such a job as well: a
+ * fn that never returns keeps weft_runtime_stop from ever finishing.
  * If the job had not started yet it is dropped and the call returns at once.
  * With no memory for the deadline's timer the same holds: a job not started
  * is dropped (-ENOMEM: it did not run), a running one is waited for and the
