@@ -419,9 +419,18 @@ static void serve(struct conn *c)
   }
 }
 
+/* The connection's state is allocated here, not by the accept loop: see
+ * serve.h. */
 static void *http_conn(void *arg)
 {
-  struct conn *c = arg;
+  struct conn *c = malloc(sizeof(*c));
+  if (!c) {
+    weft_close((int)(intptr_t)arg);
+    return NULL;
+  }
+  c->fd = (int)(intptr_t)arg;
+  c->r = NULL;
+  c->w = NULL;
   int one = 1;
   weft_setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   if (weft_reader_create(&c->r, c->fd, 0) == 0 && weft_writer_create(&c->w, c->fd, 0) == 0)
@@ -431,18 +440,6 @@ static void *http_conn(void *arg)
   weft_close(c->fd);
   free(c);
   return NULL;
-}
-
-/* serve.c's accept loop: the connection's state, for http_conn. */
-static void *new_conn(int fd)
-{
-  struct conn *c = malloc(sizeof(*c));
-  if (c) {
-    c->fd = fd;
-    c->r = NULL;
-    c->w = NULL;
-  }
-  return c;
 }
 
 static const char *g_dir;
@@ -465,7 +462,7 @@ int main(int argc, char **argv)
     {NULL, 0, NULL, 0},
   };
   struct serve s = {
-    .name = "http_server", .conn_name = "http-conn", .conn = http_conn, .conn_arg = new_conn};
+    .name = "http_server", .conn_name = "http-conn", .conn = http_conn};
   int r = serve_parse(&s, argc, argv, options, on_option, "[--dir D] [--idle-ms N]");
   if (r)
     return r;

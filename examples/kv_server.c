@@ -735,9 +735,16 @@ static void serve(struct conn *c)
   weft_writer_flush(c->w);
 }
 
+/* The connection's state is allocated here, not by the accept loop: see
+ * serve.h. */
 static void *kv_conn(void *arg)
 {
-  struct conn *c = arg;
+  struct conn *c = calloc(1, sizeof(*c));
+  if (!c) {
+    weft_close((int)(intptr_t)arg);
+    return NULL;
+  }
+  c->fd = (int)(intptr_t)arg;
   int one = 1;
   weft_setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   if (weft_reader_create(&c->r, c->fd, 0) == 0 && weft_writer_create(&c->w, c->fd, 0) == 0)
@@ -757,15 +764,6 @@ static void *kv_conn(void *arg)
 
 /* ---- start and stop (serve.c) ------------------------------------------------------ */
 
-/* serve.c's accept loop: the connection's state, for kv_conn. */
-static void *new_conn(int fd)
-{
-  struct conn *c = calloc(1, sizeof(*c));
-  if (c)
-    c->fd = fd;
-  return c;
-}
-
 /* On the main coroutine, before the first connection. */
 static void started(void)
 {
@@ -779,7 +777,6 @@ int main(int argc, char **argv)
   struct serve s = {.name = "kv_server",
                     .conn_name = "kv-conn",
                     .conn = kv_conn,
-                    .conn_arg = new_conn,
                     .started = started};
   int r = serve_parse(&s, argc, argv, NULL, NULL, NULL);
   if (r)

@@ -69,11 +69,8 @@ static void accept_loop(struct serve *s, weft_listener *l)
         return;
       continue;
     }
-    void *arg = s->conn_arg ? s->conn_arg(fd) : (void *)(intptr_t)fd;
-    int r = arg ? weft_spawn(NULL, &o, s->conn, arg) : -ENOMEM;
+    int r = weft_spawn(NULL, &o, s->conn, (void *)(intptr_t)fd);
     if (r < 0) {
-      if (s->conn_arg)
-        free(arg);
       weft_close(fd);
       if (r == -ECANCELED)
         return;

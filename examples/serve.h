@@ -10,7 +10,8 @@
  * coroutine, which cancels the main coroutine. The accept loop ends with
  * -ECANCELED, main returns, and weft_run() stops the runtime, which cancels
  * every connection coroutine: their blocked calls return -ECANCELED, they
- * close their socket and return.
+ * close their socket and return. (One not started yet never runs: see conn
+ * below.)
  *
  * Placement: connections are spawned WEFT_PLACE_ROUND_ROBIN. Connections are
  * alike and long-lived, so dealing them out in turn spreads the load at once,
@@ -27,11 +28,12 @@ struct serve {
   /* Set by the server. */
   const char *name;              /* "echo_server": for messages */
   const char *conn_name;         /* the connection coroutines' name */
-  void *(*conn)(void *arg);      /* serves one connection, closes its fd */
-  /* conn's argument for an accepted fd, or NULL for lack of memory (it is
-   * freed with free() if the spawn fails). NULL hook: the fd itself, as an
-   * intptr_t. */
-  void *(*conn_arg)(int fd);
+  /* Serves one connection, closes its fd. Its argument is the fd itself, as
+   * an intptr_t, and nothing else: a connection accepted just before the
+   * stop may be cancelled before its coroutine ever ran (weft_spawn's
+   * header), so anything allocated for it ahead of the coroutine would
+   * leak. conn allocates its own state; the fd is closed at exit. */
+  void *(*conn)(void *arg);
   void (*started)(void);         /* on the main coroutine, before listening */
   /* Filled by serve_parse. */
   const char *host;              /* NULL = every address */

@@ -61,6 +61,12 @@ start_server() {
 stop_server() {
   alive "$SERVER_PID" || fail "the server died during the test"
   kill -TERM "$SERVER_PID"
+  await_exit
+}
+
+# await_exit: the server, sent SIGTERM already, must exit with status 0
+# within 20 s.
+await_exit() {
   for _ in $(seq 1 200); do
     alive "$SERVER_PID" || break
     sleep 0.1
