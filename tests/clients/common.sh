@@ -40,6 +40,12 @@ alive() {
 # for "listening on PORT" and sets SERVER_PID and PORT. A server that exits
 # 77 (no io_uring here) skips the test.
 start_server() {
+  # Emptied here, before the fork: the child's own redirection may run only
+  # after the first look below, which would then read the previous server's
+  # port (a round of stop.sh would connect to a closed port and never send
+  # its SIGTERM).
+  : >"$TMP/server.out"
+  : >"$TMP/server.err"
   "$@" --port 0 >"$TMP/server.out" 2>"$TMP/server.err" &
   SERVER_PID=$!
   for _ in $(seq 1 300); do
