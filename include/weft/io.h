@@ -36,6 +36,12 @@
  * deadline holds on a pipe or socket even when another thread takes the
  * data (or the room) first; on a regular file the transfer itself may still
  * wait for the disk.
+ *
+ * A write to a pipe or socket whose reading end is gone is -EPIPE. In a
+ * coroutine that is all (shard threads block SIGPIPE); on a plain thread
+ * the system call also raises SIGPIPE on that thread, as write(2) does -
+ * block or ignore it there, or send with weft_send, which never raises it
+ * (net.h).
  */
 #ifndef WEFT_IO_H
 #define WEFT_IO_H

@@ -13,6 +13,7 @@
 #include "fault.h"
 
 #include <pthread.h>
+#include <signal.h>
 
 /* ---- deadlines -------------------------------------------------------------------- */
 
@@ -281,6 +282,45 @@ Test(op, plain_thread_falls_back_to_syscalls, .timeout = 30)
     ;
   cr_assert_eq(weft_read_dl(p[0], buf, sizeof(buf), weft_now() + WEFT_SEC), 0); /* EOF */
   close(p[0]);
+}
+
+/* A pipe whose reader is gone: -EPIPE both ways. In a coroutine nothing
+ * more (shard threads block SIGPIPE); on a plain thread write(2)'s SIGPIPE
+ * too, on that thread, as io.h says - blocked here, so it stays pending. */
+static void *broken_pipe_main(void *arg)
+{
+  (void)arg;
+  int p[2];
+  CO_EQ(io_pipe(p), 0);
+  close(p[0]);
+  CO_EQ(weft_write(p[1], "x", 1), -EPIPE);
+  CO_EQ(weft_write_dl(p[1], "x", 1, weft_now() + WEFT_SEC), -EPIPE);
+  close(p[1]);
+  return NULL;
+}
+
+Test(op, a_write_to_a_broken_pipe_is_epipe, .timeout = 30)
+{
+  rt_run(1, broken_pipe_main, NULL);
+  rt_assert_clean();
+  sigset_t pipe_only, old, pending;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  cr_assert_eq(pthread_sigmask(SIG_BLOCK, &pipe_only, &old), 0);
+  for (int with_deadline = 0; with_deadline < 2; with_deadline++) {
+    int p[2];
+    cr_assert_eq(io_pipe(p), 0);
+    close(p[0]);
+    ssize_t r = with_deadline ? weft_write_dl(p[1], "x", 1, weft_now() + WEFT_SEC)
+                              : weft_write(p[1], "x", 1);
+    cr_assert_eq(r, -EPIPE);
+    cr_assert_eq(sigpending(&pending), 0);
+    cr_assert(sigismember(&pending, SIGPIPE), "no SIGPIPE raised (deadline: %d)", with_deadline);
+    int sig = 0;
+    cr_assert_eq(sigwait(&pipe_only, &sig), 0); /* taken: the next round starts clean */
+    close(p[1]);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /* On a plain thread an O_NONBLOCK pipe waits as in a coroutine: the read
