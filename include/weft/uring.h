@@ -161,7 +161,10 @@ WEFT_API int weft_uring_multishot_begin(weft_uring_multishot **ms, struct io_uri
  * is queued and what the op still posts (waiting for it whatever the
  * cancellation, within the deadline), then returns -ECANCELED where it
  * would return 0 - so the drain loop below works in a cancelled task as
- * well. */
+ * well. The kernel may end a multishot op by itself - its completion queue
+ * overflowing, no provided buffer left (-ENOBUFS), an error of the op: that
+ * last CQE comes without IORING_CQE_F_MORE and then next() returns 0 like
+ * after a cancel; to go on, end this op and begin a new one. */
 WEFT_API int weft_uring_multishot_next(weft_uring_multishot *ms, int *res, unsigned *flags,
                                        int64_t deadline);
 
