@@ -4,7 +4,7 @@
  * the condition variable over it. They share a file because a condition
  * wait is a mutex operation: it releases the mutex once its waiter is
  * queued and takes it back however the wait ends, through the two internal
- * entry points below (weft__mutex_unlock_held, weft__mutex_relock). The
+ * entry points below (unlock_held, relock). The
  * condition variable's own protocol is described above its functions.
  *
  * The mutex. The lock word holds the owner's identity (weft__sync_self(): a
@@ -130,7 +130,7 @@ static int taken(weft__mutex *m)
  * these end it as they end a queued wait (weft__waiter_wait): a cancelled
  * task must not come out of a lock that had to wait holding the mutex. Only
  * the first look, which has not waited yet, takes a free mutex whatever
- * the cancel. An uncancellable locker (weft__mutex_relock) has neither. */
+ * the cancel. An uncancellable locker (relock) has neither. */
 static int spin_take(weft__mutex *m, uintptr_t self, int64_t deadline, bool uncancellable)
 {
   weft_task *t = weft__task_self();
@@ -239,7 +239,9 @@ int weft_mutex_trylock(weft_mutex *pm)
   return try_fast(m, weft__sync_self()) ? taken(m) : -EBUSY;
 }
 
-void weft__mutex_relock(weft_mutex *pm, uintptr_t self)
+/* Locks m for a condition-variable waiter that must get it back: waits as
+ * long as it takes, whatever the task's deadline scope or cancellation. */
+static void relock(weft_mutex *pm, uintptr_t self)
 {
   weft__mutex *m = SYNC_VIEW(weft__mutex, pm);
   if (try_fast(m, self) || spin_take(m, self, WEFT_NO_DEADLINE, true) > 0)
@@ -266,7 +268,8 @@ static void unlock_slow(weft__mutex *m)
   weft__waiters_complete(w, 0);
 }
 
-void weft__mutex_unlock_held(weft_mutex *pm, uintptr_t self)
+/* Unlocks m, which `self` holds. */
+static void unlock_held(weft_mutex *pm, uintptr_t self)
 {
   weft__mutex *m = SYNC_VIEW(weft__mutex, pm);
   uintptr_t s = self;
@@ -350,12 +353,12 @@ int weft_cond_wait_dl(weft_cond *pc, weft_mutex *m, int64_t deadline)
   weft__spin_lock(&c->q.lock);
   weft__waitq_append(&c->q, &w);
   weft__spin_unlock(&c->q.lock);
-  weft__mutex_unlock_held(m, self);
+  unlock_held(m, self);
 
   int r = weft__waiter_wait(&w, deadline);
   /* A stealable task may be on another shard now, but it is the same task:
    * `self` still names it. */
-  weft__mutex_relock(m, self);
+  relock(m, self);
   return r;
 }
 

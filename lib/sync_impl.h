@@ -68,13 +68,6 @@ typedef struct __attribute__((may_alias)) weft__once {
  * plain thread (see mutex.c). */
 uintptr_t weft__sync_self(void);
 
-/* Locks m for a condition-variable waiter that must get it back: waits as
- * long as it takes, whatever the task's deadline scope or cancellation. */
-void weft__mutex_relock(weft_mutex *m, uintptr_t self);
-
-/* Unlocks m, which `self` holds. */
-void weft__mutex_unlock_held(weft_mutex *m, uintptr_t self);
-
 /* ---- the public layouts match the internal ones ------------------------------ */
 #define WEFT__SAME_LAYOUT(pub, priv)                                                        \
   _Static_assert(sizeof(pub) == sizeof(priv), #pub ": size");                               \
