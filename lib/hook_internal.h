@@ -99,32 +99,6 @@ static inline bool sq_was_full(long r)
   return true;
 }
 
-/* ---- descriptors ------------------------------------------------------------------ */
-
-/* The flags the kernel sets on every descriptor opened by a path (on a
- * 64-bit kernel O_LARGEFILE, whose value differs between architectures and
- * which glibc defines as 0 there): what F_GETFL shows on /dev/null beside
- * its access mode; 0 if that cannot be learnt. Sockets, pipes, eventfds
- * and the like never carry them: a descriptor without them is not a file,
- * FIFO or device, which hook.c tells with no fstat(2) - one system call
- * less on every hooked transfer of a connection. */
-static inline int path_open_flags(void)
-{
-  static atomic_int known = -1;
-  int v = atomic_load_explicit(&known, memory_order_relaxed);
-  if (v < 0) {
-    int saved = errno;
-    int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    int fl = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
-    if (fd >= 0)
-      close(fd);
-    errno = saved;
-    v = fl < 0 ? 0 : fl & ~O_ACCMODE;
-    atomic_store_explicit(&known, v, memory_order_relaxed);
-  }
-  return v;
-}
-
 /* ---- times ------------------------------------------------------------------------- */
 
 /* now + ns, saturating. */
