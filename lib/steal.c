@@ -150,6 +150,28 @@ static unsigned next_victim(struct weft__steal_state *st, unsigned n, unsigned s
   return cand;
 }
 
+/* The next victim in the walk that is neither the thief nor probed yet
+ * this round (bits set in `probed`, the thief's among them); there is one
+ * (fewer than n - 1 were probed). The walk reaches every shard within 2n
+ * steps: without a slip any n steps in a row do; with one, every cycle of
+ * n / g steps covers one residue class mod g and the next cycle starts in
+ * the next class, so the n steps after the first slip - at most n / g
+ * steps away - cover them all. Past that bound (which the walk never
+ * reaches) the lowest shard not probed is taken, so the round ends. */
+static unsigned next_unprobed(struct weft__steal_state *st, unsigned n, unsigned stride,
+                              unsigned cycle, const uint64_t *probed)
+{
+  for (unsigned i = 0; i < 2 * n; i++) {
+    unsigned cand = next_victim(st, n, stride, cycle);
+    if (!(probed[cand / 64] & (UINT64_C(1) << (cand % 64))))
+      return cand;
+  }
+  unsigned cand = 0;
+  while (probed[cand / 64] & (UINT64_C(1) << (cand % 64)))
+    cand++;
+  return cand;
+}
+
 static unsigned gcd(unsigned a, unsigned b)
 {
   while (b) {
@@ -223,7 +245,13 @@ unsigned weft__steal_round(weft__shard *sh)
     stride = 1;
   unsigned g = gcd(stride, n);
   unsigned cycle = g > 1 ? n / g : 0;
-  /* Each round looks at every other shard at most once. */
+  /* Each round looks at every other shard at most once: n - 1 probes, each
+   * of a shard not probed yet. The walk alone does not see to that - with
+   * a stride that shares a factor with n, n - 1 steps that start inside a
+   * cycle of it reach some shard twice and miss another (4 shards, stride
+   * 2: 1, 2, 1), and a missed queue may be the only one with work. */
+  uint64_t probed[(WEFT_MAX_SHARDS + 63) / 64] = {0};
+  probed[(unsigned)sh->id / 64] |= UINT64_C(1) << ((unsigned)sh->id % 64);
   unsigned max_attempts = n - 1;
   unsigned probes = c->steal_probes < max_attempts ? c->steal_probes : max_attempts;
   unsigned remaining = c->steal_budget, attempts = 0, stolen = 0;
@@ -236,11 +264,8 @@ unsigned weft__steal_round(weft__shard *sh)
     weft__shard *best = NULL;
     uint32_t best_len = 0;
     for (unsigned p = 0; p < probes && attempts < max_attempts; p++) {
-      unsigned cand = next_victim(st, n, stride, cycle);
-      if (cand == (unsigned)sh->id)
-        cand = next_victim(st, n, stride, cycle);
-      if (cand == (unsigned)sh->id)
-        continue;
+      unsigned cand = next_unprobed(st, n, stride, cycle, probed);
+      probed[cand / 64] |= UINT64_C(1) << (cand % 64);
       attempts++;
       weft__count(&sh->stats.steal_attempts, 1);
       uint32_t len = weft__deque_len(&rt->shards[cand].deque);
