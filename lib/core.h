@@ -163,7 +163,8 @@ typedef struct weft__shard_stats {
 } weft__shard_stats;
 
 struct weft__steal_state {
-  unsigned seen_epoch;    /* rt->steal_epoch when the cooldown started */
+  unsigned seen_epoch;    /* rt->steal_epoch when the round that started the
+                             cooldown began */
   unsigned cursor;        /* next victim to probe */
   unsigned steps;         /* cursor steps in the current cycle of the walk */
   unsigned failed_streak; /* rounds in a row that took nothing */

@@ -89,7 +89,7 @@ bool weft__steal_enqueue(weft__shard *sh, weft_task *t)
    * spinning thieves in a cooldown to look again; it is bumped only when a
    * queue reaches that length, to keep its cache line quiet. */
   if (sh->rt->nshards > 1 && weft__deque_len(&sh->deque) == weft__steal_threshold(sh->rt)) {
-    atomic_fetch_add_explicit(&sh->rt->steal_epoch, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&sh->rt->steal_epoch, 1, memory_order_release);
     weft__steal_wake_thief(sh);
   }
   return true;
@@ -231,8 +231,15 @@ unsigned weft__steal_round(weft__shard *sh)
   if (!c->steal || n <= 1)
     return 0;
   struct weft__steal_state *st = &sh->steal;
-  if (st->cooldown > 0 &&
-      atomic_load_explicit(&rt->steal_epoch, memory_order_relaxed) != st->seen_epoch)
+  /* Read before any queue is looked at, and kept as the failure's epoch:
+   * work queued while this round probes is new to it, and must end the
+   * cooldown the round may start. Read after a failed round, the epoch
+   * already counted such work - pushed behind the probe that found its
+   * queue empty - and the thief slept through the whole cooldown next to
+   * it. Acquire, with the release of the bump: a thief that sees the new
+   * epoch sees the push before it. */
+  unsigned epoch = atomic_load_explicit(&rt->steal_epoch, memory_order_acquire);
+  if (st->cooldown > 0 && epoch != st->seen_epoch)
     weft__steal_reset_backoff(sh); /* new work was queued since the last failure */
   if (st->cooldown > 0) {
     st->cooldown--;
@@ -323,7 +330,7 @@ unsigned weft__steal_round(weft__shard *sh)
     weft__steal_reset_backoff(sh);
   } else {
     st->failed_streak++;
-    st->seen_epoch = atomic_load_explicit(&rt->steal_epoch, memory_order_relaxed);
+    st->seen_epoch = epoch;
     /* The seed stops the shift at 8, which left any steal_backoff_max above
      * backoff_min << 8 out of reach; runtime.h promises the doubling up to
      * the max. A 64-bit shift of at most 32 cannot overflow an unsigned. */

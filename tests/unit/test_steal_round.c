@@ -158,3 +158,45 @@ Test(steal, a_round_probes_each_other_shard_once_whatever_the_stride, .timeout =
   fake_term();
   cr_assert_eq(failed, 0, "%d walks probed a shard twice in a round and missed another", failed);
 }
+
+/* ---- work queued during a failed round ends the cooldown --------------------------------- */
+
+static void queue_on_two_during_the_take(void)
+{
+  /* Shard 1's owner runs both of its tasks first: the thief's take gets
+   * nothing. Shard 2's owner queues two (its push bumps the epoch: the
+   * queue reached the length a thief takes from) - after the thief probed
+   * shard 2 and found it empty. */
+  weft_task *t[2];
+  cr_assert_eq(weft__deque_take(&fake_sh[1].deque, t, 2), 2);
+  for (int i = 0; i < 2; i++)
+    cr_assert(weft__steal_enqueue(&fake_sh[2], fake_task()));
+}
+
+/* runtime.h: new work ends a thief's cooldown. Work queued while a round
+ * was failing is new to that round: the round that comes next must look
+ * again, not sit out the cooldown with a queue it never saw. */
+Test(steal, work_queued_during_a_failed_round_ends_its_cooldown, .timeout = 30)
+{
+  fake_init(3);
+  fake_rt.cfg.steal_probes = 2;         /* one group: shards 1 and 2 */
+  fake_rt.cfg.steal_backoff_min = 1000; /* a cooldown no test would wait out */
+  fake_rt.cfg.steal_backoff_max = 1000;
+  fake_sh[0].steal.cursor = 1;
+  fake_queue(1, 2);
+  unsigned epoch = atomic_load(&fake_rt.steal_epoch);
+  weft__test_steal_pause = queue_on_two_during_the_take;
+  unsigned got = weft__steal_round(&fake_sh[0]);
+  weft__test_steal_pause = NULL;
+  cr_assert_eq(got, 0);
+  cr_assert_neq(atomic_load(&fake_rt.steal_epoch), epoch, "the push did not bump the epoch");
+  cr_assert_gt(fake_sh[0].steal.cooldown, 0);
+  cr_assert_eq(qlen(2), 2);
+  got = weft__steal_round(&fake_sh[0]);
+  cr_assert_eq(got, 1, "the round after sat out its cooldown (%llu rounds skipped) next to %u "
+               "tasks queued while the failed round ran",
+               (unsigned long long)stat_of(&fake_sh[0].stats.steal_skipped_backoff), qlen(2));
+  cr_assert_eq(qlen(2), 1);
+  cr_assert_eq(stat_of(&fake_sh[0].stats.steal_skipped_backoff), 0);
+  fake_term();
+}
