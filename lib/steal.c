@@ -266,16 +266,23 @@ unsigned weft__steal_round(weft__shard *sh)
   uint64_t failures = st->failed_streak < 4 ? st->failed_streak : 4;
   uint64_t gate = 1 + failures * c->steal_fail_cost + c->steal_locality_margin;
   weft_task *batch[64];
+  /* The probe group: its shards and the queue lengths seen. */
+  _Static_assert(WEFT_MAX_SHARDS <= UINT16_MAX + 1, "shard ids fit group[]");
+  uint16_t group[WEFT_MAX_SHARDS];
+  uint32_t group_len[WEFT_MAX_SHARDS];
 
   while (remaining > 0 && attempts < max_attempts) {
     weft__shard *best = NULL;
     uint32_t best_len = 0;
+    unsigned ng = 0;
     for (unsigned p = 0; p < probes && attempts < max_attempts; p++) {
       unsigned cand = next_unprobed(st, n, stride, cycle, probed);
       probed[cand / 64] |= UINT64_C(1) << (cand % 64);
       attempts++;
       weft__count(&sh->stats.steal_attempts, 1);
       uint32_t len = weft__deque_len(&rt->shards[cand].deque);
+      group[ng] = (uint16_t)cand;
+      group_len[ng++] = len;
       if (len > best_len) {
         best_len = len;
         best = &rt->shards[cand];
@@ -288,13 +295,27 @@ unsigned weft__steal_round(weft__shard *sh)
     bool stuck = false;
     if (best_len > gate) {
       want = best_len > gate + 1 ? (c->steal_batch < best_len ? c->steal_batch : best_len) : 1;
-    } else if (queue_stuck(sh, best)) {
+    } else {
+      /* The gate refuses every queue of the group (best is the longest).
+       * The stuck rule looks at each one that is not empty, not just the
+       * longest: a queue behind a long task may be as short as one that
+       * moves, and each queue's clock starts only when it is looked at.
+       * The longest that stood still is taken from. */
+      best = NULL;
+      best_len = 0;
+      for (unsigned i = 0; i < ng; i++)
+        if (group_len[i] > 0 && queue_stuck(sh, &rt->shards[group[i]]) &&
+            group_len[i] > best_len) {
+          best = &rt->shards[group[i]];
+          best_len = group_len[i];
+        }
+      if (!best) {
+        weft__count(&sh->stats.steal_skipped_locality, 1);
+        continue;
+      }
       /* All of it: every task there waits for the same long one. */
       want = c->steal_batch < best_len ? c->steal_batch : best_len;
       stuck = true;
-    } else {
-      weft__count(&sh->stats.steal_skipped_locality, 1);
-      continue;
     }
     if (want > remaining)
       want = remaining;

@@ -200,3 +200,42 @@ Test(steal, work_queued_during_a_failed_round_ends_its_cooldown, .timeout = 30)
   cr_assert_eq(stat_of(&fake_sh[0].stats.steal_skipped_backoff), 0);
   fake_term();
 }
+
+/* ---- the stuck rule looks at every short queue of a probe group ---------------------------- */
+
+/* Marks shard v's queue as standing still for thief 0 since long enough
+ * for the stuck rule: its head has not moved since steal_stuck_ns ago. */
+static void mark_stuck(int v)
+{
+  fake_sh[0].steal.stuck_head[v] = atomic_load(&fake_sh[v].deque.head);
+  fake_sh[0].steal.stuck_since[v] = weft__now() - fake_rt.cfg.steal_stuck_ns - 1;
+}
+
+/* runtime.h: a queue the gate refuses is taken from once it has not moved
+ * for steal_stuck_ns. One group probes shards 1 and 2, one task each (the
+ * gate refuses both); shard 2's has stood still, shard 1's was never
+ * looked at. The round must take shard 2's, not give up on seeing that
+ * shard 1's - the first of the two - is not stuck. */
+Test(steal, the_stuck_rule_looks_at_every_short_queue_of_a_group, .timeout = 30)
+{
+  for (int stuck = 2; stuck >= 1; stuck--) {
+    fake_init(3);
+    fake_rt.cfg.steal_probes = 2;
+    fake_sh[0].steal.cursor = 1;
+    fake_queue(1, 1);
+    fake_queue(2, 1);
+    mark_stuck(stuck);
+    unsigned got = weft__steal_round(&fake_sh[0]);
+    cr_assert_eq(got, 1, "shard %d's queue stood still and was not taken (%llu refused by "
+                 "the gate)", stuck,
+                 (unsigned long long)stat_of(&fake_sh[0].stats.steal_skipped_locality));
+    cr_assert_eq(qlen(stuck), 0);
+    cr_assert_eq(qlen(3 - stuck), 1);
+    cr_assert_eq(stat_of(&fake_sh[0].stats.steal_stuck), 1);
+    /* The other queue's clock started in the same round: once it too
+     * stands still for steal_stuck_ns, the next round takes it. */
+    cr_assert_neq(fake_sh[0].steal.stuck_since[3 - stuck], 0,
+                  "shard %d's queue was probed but its clock never started", 3 - stuck);
+  }
+  fake_term();
+}
