@@ -32,6 +32,7 @@
  */
 #include "bufio_internal.h"
 #include "op.h"
+#include "rawsys.h"
 
 #include "../coro/fault.h"
 #include "weft/bufio.h"
@@ -200,7 +201,10 @@ static size_t chunk(const copy *c, size_t max)
  * O_NONBLOCK - -EAGAIN when it has nothing or no room, as the splices say.
  * So such a descriptor gets one read(2), pread(2) or write(2), which does
  * not wait, not even on a shard's thread - after the cancel and deadline
- * checks a waiting call would make. errno is left as it was. */
+ * checks a waiting call would make. errno is left as it was. The system
+ * calls are made past libc's wrappers (rawsys.h): with libweft-hook loaded
+ * its read() and write() would pin a stealable caller to its shard, as
+ * they do the program's own calls. */
 static ssize_t direct(copy *c, bool write_op, void *buf, size_t n)
 {
   weft_task *t = weft__task_self();
@@ -208,9 +212,9 @@ static ssize_t direct(copy *c, bool write_op, void *buf, size_t n)
   if (r < 0)
     return r;
   int saved = errno;
-  ssize_t k = write_op  ? write(c->out, buf, n)
-              : c->at_off ? pread(c->in, buf, n, (off_t)c->off)
-                          : read(c->in, buf, n);
+  ssize_t k = write_op  ? weft__sys_write(c->out, buf, n)
+              : c->at_off ? weft__sys_pread(c->in, buf, n, (off_t)c->off)
+                          : weft__sys_read(c->in, buf, n);
   if (k < 0)
     k = -errno;
   errno = saved;

@@ -29,6 +29,11 @@ static inline ssize_t weft__sys_write(int fd, const void *buf, size_t n)
   return syscall(SYS_write, fd, buf, n);
 }
 
+static inline ssize_t weft__sys_pread(int fd, void *buf, size_t n, off_t off)
+{
+  return syscall(SYS_pread64, fd, buf, n, off);
+}
+
 static inline int weft__sys_connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
   return (int)syscall(SYS_connect, fd, addr, len);

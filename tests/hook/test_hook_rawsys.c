@@ -20,6 +20,7 @@
 #include "fault.h"
 #include "recv_stream_internal.h"
 
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 
 #define TAG 9
@@ -193,4 +194,43 @@ Test(hook, weft_own_stream_receive_leaves_the_task_stealable, .timeout = 30)
   run_unstolen(recv_main, &sv[0]);
   cr_assert_eq(close(sv[0]), 0);
   cr_assert_eq(close(sv[1]), 0);
+}
+
+/* ---- weft_copy's transfers that do not wait ------------------------------------------- */
+
+/* weft_copy keeps a side the caller made O_NONBLOCK from waiting: it reads
+ * and writes it with one system call each (copy.c's direct). Here both
+ * sides are: an eventfd, which cannot be spliced from (so the copy goes
+ * through its buffer), into a pipe. */
+static void *nonblocking_copier(void *arg)
+{
+  int *fds = arg;
+  size_t done = 0;
+  CO_EQ(weft_copy(fds[0], NULL, fds[1], sizeof(uint64_t), &done), (ssize_t)sizeof(uint64_t));
+  CO_EQ(done, sizeof(uint64_t));
+  return (void *)(intptr_t)rt_dump_count(NULL, " stealable running");
+}
+
+static void *copy_main(void *arg)
+{
+  weft_task *t;
+  CO_EQ(spawn_stealable(&t, 1, nonblocking_copier, arg), 0);
+  CO_EQ(rt_join_int(t), 1); /* still stealable: the read and the write were not the hook's */
+  return NULL;
+}
+
+Test(hook, weft_copy_of_nonblocking_sides_leaves_the_task_stealable, .timeout = 30)
+{
+  int p[2];
+  cr_assert_eq(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
+  int fds[2] = {eventfd(5, EFD_CLOEXEC | EFD_NONBLOCK), p[1]};
+  cr_assert_geq(fds[0], 0);
+  run_unstolen(copy_main, fds);
+  uint64_t v = 0;
+  cr_assert_eq(read(p[0], &v, sizeof(v)), (ssize_t)sizeof(v));
+  cr_assert_eq(v, 5); /* the eventfd's count, moved whole */
+  cr_assert_eq(read(fds[0], &v, sizeof(v)), -1); /* taken: the eventfd is at 0 */
+  cr_assert_eq(errno, EAGAIN);
+  cr_assert_eq(close(fds[0]), 0);
+  io_close_pipe(p);
 }
