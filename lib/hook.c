@@ -58,13 +58,15 @@
  * iovecs, epoll's events. A few arguments are read in user space first
  * (weft needs them before any system call), and there such a pointer is
  * a SIGSEGV in a coroutine where libc says EFAULT: ppoll's and pselect's
- * timespec, select's sets and timeval, nanosleep's request, recvfrom's
- * address length, and sendmsg's msghdr with MSG_FASTOPEN.
+ * timespec, select's sets and timeval, the signal mask given to ppoll,
+ * pselect or epoll_pwait, nanosleep's request, recvfrom's address length,
+ * and sendmsg's msghdr with MSG_FASTOPEN.
  *
  * What stays as it was: stdio (glibc calls read and write inside itself, not
  * through these symbols), ppoll, pselect and epoll_pwait given a signal mask
  * (the mask is the shard thread's, shared by every coroutine on it: they
- * block the shard, as before), socket timeouts (SO_RCVTIMEO and
+ * block the shard, as before - but with SIGPIPE kept blocked through the
+ * wait, see hook_wait.c), socket timeouts (SO_RCVTIMEO and
  * SO_SNDTIMEO are not consulted: use a deadline scope), and every blocking
  * call not named above - pread and pwrite, recvmmsg and sendmmsg,
  * clock_nanosleep, epoll_pwait2, waitpid, file locks, an open(2) of a FIFO:

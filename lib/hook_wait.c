@@ -13,6 +13,8 @@
  */
 #include "hook_internal.h"
 
+#include <signal.h>
+
 NEXT(int, poll, (struct pollfd *, nfds_t, int))
 NEXT(int, ppoll, (struct pollfd *, nfds_t, const struct timespec *, const sigset_t *))
 NEXT(int, select, (int, fd_set *, fd_set *, fd_set *, struct timeval *))
@@ -20,6 +22,24 @@ NEXT(int, pselect,
      (int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *))
 NEXT(int, epoll_wait, (int, struct epoll_event *, int, int))
 NEXT(int, epoll_pwait, (int, struct epoll_event *, int, int, const sigset_t *))
+
+/* ---- a caller's signal mask ---------------------------------------------------------- */
+
+/* ppoll, pselect and epoll_pwait given a signal mask are libc's own calls,
+ * which apply the mask for the wait. On a shard thread SIGPIPE stays
+ * blocked (shard.c): a write of weft's to a broken pipe left it pending on
+ * the thread, where it is never delivered - and a caller's mask, which
+ * knows nothing of it, would unblock it and let it kill the process. So
+ * the mask the kernel gets is the caller's with SIGPIPE added. The mask is
+ * read here, in user space. */
+static const sigset_t *keeping_sigpipe(const sigset_t *mask, sigset_t *copy)
+{
+  if (!mask || sigismember(mask, SIGPIPE) == 1)
+    return mask;
+  *copy = *mask;
+  sigaddset(copy, SIGPIPE);
+  return copy;
+}
 
 /* ---- poll and select ------------------------------------------------------------------ */
 
@@ -246,8 +266,11 @@ HOOK int poll(struct pollfd *fds, nfds_t n, int timeout)
  * glibc's ppoll leaves it). */
 HOOK int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask)
 {
-  if (!in_coroutine() || mask)
+  if (!in_coroutine())
     return (int)CALL_NEXT(ppoll, fds, n, ts, mask);
+  sigset_t copy;
+  if (mask)
+    return (int)CALL_NEXT(ppoll, fds, n, ts, keeping_sigpipe(mask, &copy));
   if (ts && !timespec_valid(ts)) {
     errno = EINVAL;
     return -1;
@@ -457,8 +480,11 @@ HOOK int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv
 HOOK int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *ts,
                  const sigset_t *mask)
 {
-  if (!in_coroutine() || mask)
+  if (!in_coroutine())
     return (int)CALL_NEXT(pselect, nfds, rd, wr, ex, ts, mask);
+  sigset_t copy;
+  if (mask)
+    return (int)CALL_NEXT(pselect, nfds, rd, wr, ex, ts, keeping_sigpipe(mask, &copy));
   nfds = select_count(nfds);
   if (nfds < 0 || (ts && !timespec_valid(ts))) {
     errno = EINVAL;
@@ -513,7 +539,10 @@ HOOK int epoll_wait(int ep, struct epoll_event *ev, int max, int timeout)
 
 HOOK int epoll_pwait(int ep, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
 {
-  if (!in_coroutine() || mask)
+  if (!in_coroutine())
     return (int)CALL_NEXT(epoll_pwait, ep, ev, max, timeout, mask);
+  sigset_t copy;
+  if (mask)
+    return (int)CALL_NEXT(epoll_pwait, ep, ev, max, timeout, keeping_sigpipe(mask, &copy));
   return (int)libc_result(epoll_until(ep, ev, max, deadline_in_ms(timeout)));
 }

@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/klog.h>
 #include <sys/resource.h>
 #include <sys/select.h>
@@ -419,6 +420,61 @@ static void *sleep_cut_main(void *arg)
 Test(hook, an_interrupted_sleep_returns_the_whole_seconds_left, .timeout = 30)
 {
   rt_run(1, sleep_cut_main, NULL);
+  rt_assert_clean();
+}
+
+/* ---- a caller's signal mask ------------------------------------------------------------ */
+
+static bool sigpipe_pending(void)
+{
+  sigset_t s;
+  return sigpending(&s) == 0 && sigismember(&s, SIGPIPE) == 1;
+}
+
+/* ppoll, pselect and epoll_pwait given a signal mask apply it for the
+ * wait. A shard thread keeps SIGPIPE blocked, so that a write to a broken
+ * pipe is EPIPE and leaves SIGPIPE pending there: a caller's mask that
+ * does not name it must not unblock it, or it would kill the process. The
+ * pending SIGPIPE is made by a write(2) past the hook, on this thread. */
+static void *masked_waits_main(void *arg)
+{
+  (void)arg;
+  int p[2], q[2];
+  CO_EQ(io_pipe(p), 0);
+  CO_EQ(io_pipe(q), 0);
+  CO_EQ(close(p[0]), 0);
+  CO_EQ(syscall(SYS_write, p[1], "x", 1), -1);
+  CO_EQ(errno, EPIPE);
+  CO_CHECK(sigpipe_pending()); /* the premise */
+  sigset_t none;
+  sigemptyset(&none);
+  struct timespec zero = {0, 0};
+  struct pollfd pfd = {.fd = q[0], .events = POLLIN};
+  CO_EQ(ppoll(&pfd, 1, &zero, &none), 0);
+  fd_set rd;
+  FD_ZERO(&rd);
+  FD_SET(q[0], &rd);
+  CO_EQ(pselect(q[0] + 1, &rd, NULL, NULL, &zero, &none), 0);
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  CO_CHECK(ep >= 0);
+  struct epoll_event ev = {.events = EPOLLIN};
+  CO_EQ(epoll_ctl(ep, EPOLL_CTL_ADD, q[0], &ev), 0);
+  CO_EQ(epoll_pwait(ep, &ev, 1, 0, &none), 0);
+  CO_EQ(close(ep), 0);
+  /* Still pending, never delivered: take it. */
+  CO_CHECK(sigpipe_pending());
+  sigset_t pipe_set;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  CO_EQ(sigtimedwait(&pipe_set, NULL, &zero), SIGPIPE);
+  CO_EQ(close(p[1]), 0);
+  io_close_pipe(q);
+  return NULL;
+}
+
+Test(hook, a_callers_signal_mask_keeps_sigpipe_blocked, .timeout = 30)
+{
+  rt_run(1, masked_waits_main, NULL);
   rt_assert_clean();
 }
 
