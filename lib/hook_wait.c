@@ -340,24 +340,51 @@ static long fd_table_size(void)
   return size;
 }
 
-/* select's nfds as Linux takes it: negative is EINVAL, and past the
- * descriptor table it is cut down to the table's size - no descriptor lies
- * beyond, and the caller's sets need not be any longer. Only an nfds past
- * FD_SETSIZE asks (a file read); if the table size cannot be had, the hard
- * open-file limit bounds it. -EINVAL or the count. */
-static int select_count(int nfds)
+/* No descriptor lies at or past this: the descriptor table's size or, if
+ * that cannot be had, the hard open-file limit; -1 if neither can. errno
+ * is left as it was. */
+static long fd_bound(void)
 {
-  if (nfds < 0)
-    return -EINVAL;
-  if (nfds <= FD_SETSIZE)
-    return nfds;
   int saved = errno;
   long size = fd_table_size();
   struct rlimit rl;
   if (size < 0 && getrlimit(RLIMIT_NOFILE, &rl) == 0)
     size = rl.rlim_max < (rlim_t)INT_MAX ? (long)rl.rlim_max : INT_MAX;
   errno = saved;
+  return size;
+}
+
+/* select's nfds as Linux takes it: negative is EINVAL, and past the
+ * descriptor table it is cut down to the table's size (fd_bound) - no
+ * descriptor lies beyond, and the caller's sets need not be any longer.
+ * Only an nfds past FD_SETSIZE asks here (a file read); one within it is
+ * cut by select_until, and only if a descriptor of the sets is not open.
+ * -EINVAL or the count. */
+static int select_count(int nfds)
+{
+  if (nfds < 0)
+    return -EINVAL;
+  if (nfds <= FD_SETSIZE)
+    return nfds;
+  long size = fd_bound();
   return size >= 0 && size < nfds ? (int)size : nfds;
+}
+
+/* Linux's select(2) looks at no descriptor past the descriptor table: bits
+ * set there in the caller's sets are neither EBADF nor ready, and are left
+ * as they were. Takes such entries, whose poll said POLLNVAL, out of
+ * fds[0, n) (their bits stay untouched: only the entries' are written
+ * back). The entries left. */
+static nfds_t within_table(struct pollfd *fds, nfds_t n)
+{
+  long size = fd_bound();
+  if (size < 0)
+    return n;
+  nfds_t k = 0;
+  for (nfds_t i = 0; i < n; i++)
+    if (!(fds[i].revents & POLLNVAL) || fds[i].fd < size)
+      fds[k++] = fds[i];
+  return k;
 }
 
 /* How many descriptors below nfds are in any of the sets. */
@@ -419,12 +446,18 @@ static int select_until(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, int64_t de
       fds[n++] = (struct pollfd){.fd = fd, .events = ev};
   }
   /* Linux's select(2) first finds every descriptor of the sets open, else
-   * EBADF; one closed while it waits (the wait holds the file, see
-   * poll_one) is then ready in every set it is in. */
+   * EBADF - but for those past the descriptor table (within_table); one
+   * closed while it waits (the wait holds the file, see poll_one) is then
+   * ready in every set it is in. */
   int r = (int)CALL_NEXT(poll, fds, n, 0);
   if (r < 0)
     r = -errno;
+  bool closed = false;
   for (nfds_t i = 0; r > 0 && i < n; i++)
+    closed |= (fds[i].revents & POLLNVAL) != 0;
+  if (closed)
+    n = within_table(fds, n);
+  for (nfds_t i = 0; closed && i < n; i++)
     if (fds[i].revents & POLLNVAL)
       r = -EBADF;
   while (r >= 0) {

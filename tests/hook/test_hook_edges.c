@@ -359,6 +359,74 @@ Test(hook, select_waits_on_past_a_hang_up_it_was_not_asked_about, .timeout = 30)
   rt_assert_clean();
 }
 
+/* Linux's select(2) looks no further than the process's descriptor table
+ * (FDSize), whatever nfds says: a bit set past it is neither EBADF nor
+ * ready, and stays as it was in the caller's set. One within it that is
+ * not open is EBADF. Run on a plain thread (libc's answers) and in a
+ * coroutine; 0 if FDSize leaves no room below FD_SETSIZE. */
+static long fd_table_size(void)
+{
+  FILE *f = fopen("/proc/self/status", "re");
+  if (!f)
+    return -1;
+  char line[128];
+  long size = -1;
+  while (size < 0 && fgets(line, sizeof(line), f))
+    if (strncmp(line, "FDSize:", 7) == 0)
+      size = strtol(line + 7, NULL, 10);
+  fclose(f);
+  return size;
+}
+
+static void *past_the_table(void *arg)
+{
+  (void)arg;
+  long size = fd_table_size();
+  CO_CHECK(size > 0);
+  if (size <= 0 || size + 2 > FD_SETSIZE)
+    return NULL;
+  int past = (int)size, p[2];
+  CO_EQ(io_pipe(p), 0);
+  CO_EQ(write(p[1], "x", 1), 1);
+  for (int call = 0; call < 2; call++) {
+    fd_set rd, wr;
+    FD_ZERO(&rd);
+    FD_ZERO(&wr);
+    FD_SET(p[0], &rd);
+    FD_SET(past, &rd);
+    FD_SET(past + 1, &wr);
+    struct timeval tv = {0, 0};
+    struct timespec ts = {0, 0};
+    CO_EQ(call ? pselect(FD_SETSIZE, &rd, &wr, NULL, &ts, NULL)
+               : select(FD_SETSIZE, &rd, &wr, NULL, &tv),
+          1);
+    CO_CHECK(FD_ISSET(p[0], &rd));
+    CO_CHECK(FD_ISSET(past, &rd)); /* left as it was */
+    CO_CHECK(FD_ISSET(past + 1, &wr));
+  }
+  /* Within the table, not open: EBADF, as ever. */
+  fd_set rd;
+  FD_ZERO(&rd);
+  FD_SET(p[0], &rd);
+  FD_SET(past - 1, &rd);
+  struct timeval tv = {0, 0};
+  if (fcntl(past - 1, F_GETFD) < 0) {
+    errno = 0;
+    CO_EQ(select(FD_SETSIZE, &rd, NULL, NULL, &tv), -1);
+    CO_EQ(errno, EBADF);
+  }
+  io_close_pipe(p);
+  return NULL;
+}
+
+Test(hook, select_ignores_bits_past_the_descriptor_table, .timeout = 30)
+{
+  cr_assert_null(past_the_table(NULL)); /* libc's answers */
+  rt_assert_clean();
+  rt_run(1, past_the_table, NULL);
+  rt_assert_clean();
+}
+
 /* ---- files that cannot be polled ------------------------------------------------------ */
 
 /* A regular file or /dev/null has no poll method: always ready for reading
