@@ -18,7 +18,10 @@
  * a deadline scope bounds every call (ETIMEDOUT), a cancelled task gets
  * ECANCELED - also from the sleeps, so that a "retry on EINTR" loop ends -
  * accept and accept4 create exactly the descriptor flags asked for, and
- * send never raises SIGPIPE. weft's -EBUSY of a full submission queue,
+ * no write, writev, send, sendto or sendmsg raises SIGPIPE: a reader or
+ * peer that is gone is EPIPE, whether or not the program ignores SIGPIPE
+ * (shard threads keep it blocked; on a plain thread libc's call raises
+ * it, and kills a program that does not). weft's -EBUSY of a full submission queue,
  * which no libc call gives, is waited out (the call yields and tries
  * again) - except from read, write, readv and writev on a character
  * device, where it could as well be the driver's own EBUSY: that stands.
@@ -60,7 +63,9 @@
  * a SIGSEGV in a coroutine where libc says EFAULT: ppoll's and pselect's
  * timespec, select's sets and timeval, the signal mask given to ppoll,
  * pselect or epoll_pwait, nanosleep's request, recvfrom's address length,
- * and sendmsg's msghdr with MSG_FASTOPEN.
+ * accept's and accept4's address length (given an address: without one,
+ * the length is not read; with a NULL length, EFAULT), and sendmsg's
+ * msghdr with MSG_FASTOPEN.
  *
  * What stays as it was: stdio (glibc calls read and write inside itself, not
  * through these symbols), ppoll, pselect and epoll_pwait given a signal mask
