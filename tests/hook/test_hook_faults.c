@@ -134,3 +134,47 @@ Test(hook, a_full_sq_is_waited_out_not_ebusy, .timeout = 30)
   atomic_store(&weft__net_nowait, true);
   rt_assert_clean();
 }
+
+/* ---- a file with no pool thread to give --------------------------------------------- */
+
+/* read(2) and write(2) of a regular file go to the blocking pool (hook.c,
+ * "files with a position"). A pool that has no thread and cannot start one
+ * (-EAGAIN) does not fail them: libc never says that of a file, so the call
+ * runs on the calling thread instead, with its own result. */
+static void *file_without_pool_main(void *arg)
+{
+  (void)arg;
+  char path[] = "/tmp/weft_hook_nopool_XXXXXX";
+  int fd = mkstemp(path);
+  CO_CHECK(fd >= 0);
+  if (fd < 0)
+    return NULL;
+  unlink(path);
+  CO_EQ(io_stats().pool_threads, 0); /* the premise: no thread to fall back on */
+  weft__fault_arm(WEFT__FAULT_THREAD, 1);
+  errno = 0;
+  CO_EQ(write(fd, "hello", 5), 5);
+  CO_EQ(atomic_load(&weft__fault_countdown[WEFT__FAULT_THREAD]), 0); /* the start failed */
+  CO_EQ(lseek(fd, 0, SEEK_CUR), 5);
+  CO_EQ(lseek(fd, 1, SEEK_SET), 1);
+  weft__fault_arm(WEFT__FAULT_THREAD, 1);
+  char buf[8] = {0};
+  CO_EQ(read(fd, buf, sizeof(buf)), 4);
+  CO_EQ(atomic_load(&weft__fault_countdown[WEFT__FAULT_THREAD]), 0);
+  CO_CHECK(memcmp(buf, "ello", 4) == 0);
+  CO_EQ(lseek(fd, 0, SEEK_CUR), 5); /* the position moved as read(2) moves it */
+  CO_EQ(errno, 0);
+  weft_stats s = io_stats();
+  CO_EQ(s.pool_jobs, 0); /* neither ran on the pool */
+  CO_EQ(s.pool_threads, 0);
+  weft__fault_arm(WEFT__FAULT_THREAD, 0);
+  close(fd);
+  return NULL;
+}
+
+Test(hook, a_file_read_or_written_with_no_pool_thread_runs_here, .timeout = 30)
+{
+  rt_run(1, file_without_pool_main, NULL);
+  weft__fault_arm(WEFT__FAULT_THREAD, 0);
+  rt_assert_clean();
+}
