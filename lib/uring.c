@@ -270,8 +270,14 @@ int weft_uring_multishot_begin(weft_uring_multishot **out, struct io_uring_sqe *
 {
   weft__shard *sh = weft__shard_self();
   struct weft_uring_multishot *ms = NULL;
-  int r = -EINVAL;
-  if (out && handed_out(sh, &sqe, 1) && !streams_group(sqe)) {
+  int r;
+  if (!out || !handed_out(sh, &sqe, 1) || streams_group(sqe)) {
+    r = -EINVAL;
+  } else if (!sh) {
+    /* Before allocating: a plain thread's call is -EPERM, not whatever an
+     * allocation for an op it cannot have may give (-ENOMEM). */
+    r = -EPERM;
+  } else {
     ms = weft__calloc(1, sizeof(*ms));
     r = ms ? weft__op_prepare_multishot(&ms->op) : -ENOMEM;
   }

@@ -149,6 +149,12 @@ Test(uring, plain_thread_gets_no_sqe, .timeout = 30)
   weft_uring_multishot *ms = untouched; /* not NULL: a write of NULL shows */
   cr_assert_eq(weft_uring_multishot_begin(&ms, sqe), -EPERM);
   cr_assert_eq(ms, untouched);
+  /* -EPERM before anything is allocated: not -ENOMEM when memory is short. */
+  weft__fault_arm(WEFT__FAULT_MALLOC, 1);
+  cr_assert_eq(weft_uring_multishot_begin(&ms, sqe), -EPERM);
+  cr_assert_eq(atomic_load(&weft__fault_countdown[WEFT__FAULT_MALLOC]), 1);
+  weft__fault_arm(WEFT__FAULT_MALLOC, 0);
+  cr_assert_eq(ms, untouched);
   cr_assert_eq(weft_uring_multishot_begin(NULL, sqe), -EINVAL);
   cr_assert_eq(weft_uring_multishot_begin(&ms, NULL), -EINVAL);
   cr_assert_eq(weft_uring_multishot_next(NULL, NULL, NULL, WEFT_NO_DEADLINE), -EINVAL);
