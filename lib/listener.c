@@ -58,7 +58,8 @@ struct weft_listener {
   weft__waiter *waiter;     /* the task waiting in accept, if any */
   weft__waiter *closer;     /* the close waiting for the op's end and the users */
   weft_task *acceptor;      /* the task in weft_accept_dl (one at a time), if any */
-  unsigned users;           /* tasks inside weft_listener_accept (on l's shard) */
+  unsigned users;           /* tasks inside weft_listener_accept (on l's shard):
+                               0 or 1, a second one is refused */
   bool closing;             /* weft_listener_close has begun: accept gives -EBADF */
   weft_listener *sh_prev, *sh_next; /* on sh->listeners while open */
 };
@@ -319,6 +320,10 @@ int weft_listener_accept(weft_listener *l, int64_t deadline)
     return -EINVAL; /* the op's CQEs and our queue belong to that shard */
   if (l->closing)
     return CLOSED; /* nothing is armed again once close has begun */
+  /* One waiter slot (and one acceptor for close to cancel): a second task
+   * would take it over, and the first would never be woken. */
+  if (l->users)
+    return -EBUSY;
   l->users++;
   int r = accept_here(l, t, weft__deadline_for(t, deadline));
   /* Our last touch of l: once we are out, close may free it. */

@@ -638,7 +638,7 @@ struct stay {
   int port;
   atomic_int accepted;
   atomic_int moved;      /* accepts that returned on another shard */
-  atomic_int started;    /* acceptors running (on shard 0) */
+  atomic_bool started;   /* the acceptor runs (on shard 0) */
   atomic_bool keeping;   /* the keeper holds shard 1 */
   atomic_bool clients_done;
 };
@@ -663,8 +663,8 @@ static void *stay_clients(void *arg)
 static void *stay_acceptor(void *arg)
 {
   struct stay *s = arg;
-  CO_EQ(weft_shard_id(), 0); /* shard 1 is held until all have started */
-  atomic_fetch_add(&s->started, 1);
+  CO_EQ(weft_shard_id(), 0); /* shard 1 is held until it has started */
+  atomic_store(&s->started, true);
   while (atomic_load(&s->accepted) < STAY_CONNS) {
     int me = weft_shard_id();
     int fd = weft_listener_accept(s->l, weft_now() + 50 * WEFT_MSEC);
@@ -685,14 +685,14 @@ static void *stay_acceptor(void *arg)
   return NULL;
 }
 
-/* Holds shard 1 until the acceptors have started on shard 0 (each runs
- * from its start into its first wait without suspending); then keeps it
- * awake, ready to steal. */
+/* Holds shard 1 until the acceptor has started on shard 0 (it runs from
+ * its start into its first wait without suspending); then keeps it awake,
+ * ready to steal. (One acceptor: a listener takes one at a time.) */
 static void *stay_keeper(void *arg)
 {
   struct stay *s = arg;
   atomic_store(&s->keeping, true);
-  while (atomic_load(&s->started) < 3)
+  while (!atomic_load(&s->started))
     ;
   while (!atomic_load(&s->clients_done))
     weft_sleep(30 * WEFT_USEC);
@@ -722,12 +722,11 @@ static void *stay_body(void *arg)
   CO_CHECK(lfd >= 0);
   s.port = port_of(lfd);
   CO_EQ(weft_listener_open(&s.l, lfd, 0), 0);
-  weft_task *keeper, *acc[3];
+  weft_task *keeper, *acc;
   CO_EQ(rt_spawn(&keeper, WEFT_PLACE_PINNED, 1, stay_keeper, &s), 0);
   while (!atomic_load(&s.keeping))
     weft_yield();
-  for (int i = 0; i < 3; i++)
-    CO_EQ(weft_spawn(&acc[i], NULL, stay_acceptor, &s), 0);
+  CO_EQ(weft_spawn(&acc, NULL, stay_acceptor, &s), 0);
   pthread_t th;
   CO_EQ(pthread_create(&th, NULL, stay_clients, &s), 0);
   while (!atomic_load(&s.clients_done) && !atomic_load(&s.moved)) {
@@ -735,12 +734,11 @@ static void *stay_body(void *arg)
     weft_yield();
   }
   pthread_join(th, NULL);
-  /* Whatever is still queued is handed out; then the acceptors stop. */
+  /* Whatever is still queued is handed out; then the acceptor stops. */
   while (atomic_load(&s.accepted) < STAY_CONNS && !atomic_load(&s.moved))
     weft_sleep(WEFT_MSEC);
   atomic_store(&s.accepted, STAY_CONNS);
-  for (int i = 0; i < 3; i++)
-    rt_join_int(acc[i]);
+  rt_join_int(acc);
   rt_join_int(keeper);
   CO_EQ(atomic_load(&s.moved), 0);
   if (!atomic_load(&s.moved)) /* else its op may be on the wrong ring: left to the sweep */
