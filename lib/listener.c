@@ -130,14 +130,27 @@ static void wake(weft__waiter **slot)
   }
 }
 
+/* Whether fd is a listening socket now (SO_ACCEPTCONN); errno is left as
+ * it was. */
+static bool listening(int fd)
+{
+  int saved = errno, on = 0;
+  socklen_t len = sizeof(on);
+  bool r = getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) == 0 && on;
+  errno = saved;
+  return r;
+}
+
 /* The op's CQEs, on the listener's shard. */
 static void on_accept_cqe(weft__shard *sh, weft__op *op, int res, unsigned flags)
 {
   weft_listener *l = (weft_listener *)(void *)op;
   bool more = flags & IORING_CQE_F_MORE;
-  if (!more && res == -EINVAL && !l->seen) {
-    /* Refused at once, before any connection (the socket was checked to be
-     * listening at open): a kernel without multishot accept. */
+  if (!more && res == -EINVAL && !l->seen && listening(l->fd)) {
+    /* Refused at once, before any connection, by a socket that listens: a
+     * kernel without multishot accept. (One that stopped listening since
+     * the open - a TCP listener shut down for reading - gets -EINVAL from
+     * any accept: an error of the socket, reported as such.) */
     l->oneshot = true;
   } else if (res == -ECANCELED && !more) {
     /* Our own cancel (close, or a full queue): nothing to report. */

@@ -2,7 +2,8 @@
 /*
  * Suite "net", part 5 - a listener used in ways it refuses: a second task
  * accepting while one already waits (-EBUSY, the waiter unharmed), with
- * the multishot accept and one at a time.
+ * the multishot accept and one at a time; a listening socket shut down for
+ * reading (-EINVAL, and not taken for a kernel without multishot accept).
  */
 #include "net_test.h"
 
@@ -73,6 +74,45 @@ static void *second_accept_body(void *arg)
 Test(net, listener_second_accept_is_busy, .timeout = 60)
 {
   rt_run(1, second_accept_body, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+/* ---- a listening socket shut down for reading ------------------------------------- */
+
+/* A TCP listener shut down for reading stops listening, and the armed
+ * multishot accept ends with -EINVAL before any connection - which is
+ * also how a kernel without multishot accept answers. It must not be
+ * taken for one: the accept reports -EINVAL, and once the socket listens
+ * again the listener goes on with the multishot accept. */
+static void *tcp_shut_rd_body(void *arg)
+{
+  (void)arg;
+  int lfd = weft_tcp_listen("127.0.0.1", "0", 16);
+  CO_CHECK(lfd >= 0);
+  weft_listener *l;
+  CO_EQ(weft_listener_open(&l, lfd, 0), 0);
+  CO_EQ(weft_shutdown(lfd, SHUT_RD), 0);
+  CO_EQ(weft_listener_accept(l, weft_now() + 10 * WEFT_SEC), -EINVAL);
+  CO_EQ(weft__listener_oneshot_accepts(l), 0);
+  CO_EQ(weft_listen(lfd, 16), 0);
+  char ps[8]; /* a port bound as "0" is given up with the listening */
+  snprintf(ps, sizeof(ps), "%d", port_of(lfd));
+  int c = weft_tcp_connect("127.0.0.1", ps);
+  CO_CHECK(c >= 0);
+  int s = weft_listener_accept(l, weft_now() + 10 * WEFT_SEC);
+  CO_CHECK(s >= 0);
+  CO_EQ(weft__listener_oneshot_accepts(l), 0);
+  weft_listener_close(l);
+  close(s);
+  close(c);
+  close(lfd);
+  return NULL;
+}
+
+Test(net, listener_tcp_shut_rd_is_not_a_missing_multishot, .timeout = 60)
+{
+  rt_run(1, tcp_shut_rd_body, NULL);
   rt_assert_clean();
   rt_assert_no_leaks();
 }
