@@ -9,7 +9,9 @@
  * so weft_cancel and deadlines end the *wait* in accept, not the op. The op
  * ends (a CQE without IORING_CQE_F_MORE) on an accept error such as -EMFILE,
  * on CQ overflow, or when we cancel it; the next accept that finds the queue
- * empty arms it again. The queue is bounded: at QUEUE_MAX the op is cancelled
+ * empty arms it again. A Unix-domain listener has a second op armed with
+ * it, a poll for POLLRDHUP: a shutdown for reading would leave its accept
+ * waiting for ever (see arm). The queue is bounded: at QUEUE_MAX the op is cancelled
  * until the queue has been drained, so a server that stops accepting does
  * not take every connection of its backlog into its descriptor table.
  *
@@ -33,6 +35,7 @@
 #include "../coro/fault.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -41,12 +44,15 @@
 
 struct weft_listener {
   weft__op op;              /* first: user_data of the SQE points here */
+  weft__op hup;             /* a Unix-domain socket's poll for POLLRDHUP */
   int fd;                   /* the listening socket (not ours) */
   int flags;                /* accept4 flags, SOCK_CLOEXEC included */
   weft_task *owner;         /* the opener, kept on its shard meanwhile (and
                                referenced: another task may close l) */
   weft__shard *sh;          /* the shard whose ring has the op */
   bool armed;               /* the op is in flight (its last CQE is due) */
+  bool unix_domain;         /* AF_UNIX: hup watches for a shutdown (see arm) */
+  bool hup_armed;           /* hup is in flight */
   bool oneshot;             /* no multishot accept: weft_accept_dl each time */
   bool nomem;               /* a connection was dropped: no memory to queue it */
   bool seen;                /* a CQE of the current arming came */
@@ -107,6 +113,14 @@ static void request_cancel(weft_listener *l)
 {
   if (l->armed && !l->op.cancel_requested)
     weft__op_queue_cancel(&l->op);
+}
+
+/* The same for the hup poll, and both: the listener is closing or swept. */
+static void request_cancel_all(weft_listener *l)
+{
+  request_cancel(l);
+  if (l->hup_armed && !l->hup.cancel_requested)
+    weft__op_queue_cancel(&l->hup);
 }
 
 /* RLIMIT_NOFILE's soft limit now. */
@@ -178,10 +192,54 @@ static void on_accept_cqe(weft__shard *sh, weft__op *op, int res, unsigned flags
     wake(&l->closer);
 }
 
-/* Arms the multishot accept (the calling task is on l's shard). */
+/* Whether a Unix-domain socket fd was shut down for reading (POLLRDHUP);
+ * errno is left as it was. */
+static bool read_shut(int fd)
+{
+  int saved = errno;
+  struct pollfd pf = {.fd = fd, .events = POLLRDHUP};
+  bool r = poll(&pf, 1, 0) == 1 && (pf.revents & POLLRDHUP);
+  errno = saved;
+  return r;
+}
+
+/* The hup poll's CQE, on the listener's shard: the socket may have been
+ * shut down. The accept is cancelled; the accept that arms it again (see
+ * arm) tells. */
+static void on_hup_cqe(weft__shard *sh, weft__op *op, int res, unsigned flags)
+{
+  (void)res;
+  (void)flags;
+  weft_listener *l = WEFT__CONTAINER_OF(op, weft_listener, hup);
+  l->hup_armed = false;
+  weft__op_ended(sh, op);
+  if (res >= 0 && !l->closing)
+    request_cancel(l);
+  wake(&l->closer);
+}
+
+/* Arms the multishot accept (the calling task is on l's shard). A
+ * Unix-domain listener shut down for reading still listens, but a
+ * multishot accept of it never ends (the kernel's non-blocking attempts
+ * find nothing, and nothing comes): so its shutdown is looked for here -
+ * -EINVAL, as accept(2) answers then - and, while the accept is armed,
+ * watched for by the hup poll, which cancels the accept when it fires. */
 static int arm(weft_listener *l)
 {
   weft__op *op = &l->op;
+  if (l->unix_domain) {
+    if (read_shut(l->fd))
+      return -EINVAL;
+    if (!l->hup_armed) {
+      struct io_uring_sqe *sqe = weft__op_begin_multishot(&l->hup);
+      if (!sqe)
+        return l->hup.res;
+      io_uring_prep_poll_add(sqe, l->fd, POLLRDHUP);
+      l->hup.on_cqe = on_hup_cqe;
+      l->hup_armed = true;
+      weft__op_armed(&l->hup);
+    }
+  }
   rlim_t nofile = nofile_now(); /* before: the kernel reads it at the SQE's prep */
   /* The op outlives any deadline scope of the task arming it: no timer. */
   struct io_uring_sqe *sqe = weft__op_begin_multishot(op);
@@ -241,10 +299,16 @@ int weft_listener_open(weft_listener **out, int fd, int flags)
     return r;
   if (!on)
     return -EINVAL;
+  int domain = 0;
+  len = sizeof(domain);
+  r = weft_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len);
+  if (r < 0)
+    return r;
   weft_listener *l = weft__calloc(1, sizeof(*l));
   if (!l)
     return -ENOMEM;
   l->fd = fd;
+  l->unix_domain = domain == AF_UNIX;
   l->flags = flags | SOCK_CLOEXEC;
   l->owner = t;
   l->sh = t->shard;
@@ -252,8 +316,15 @@ int weft_listener_open(weft_listener **out, int fd, int flags)
                WEFT__NET_NO_MULTISHOT;
   t->pinned_ops++;
   atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
-  /* Armed now, so connections are taken while the opener does other work. */
-  if (!l->oneshot && (r = arm(l)) < 0) {
+  /* Armed now, so connections are taken while the opener does other work
+   * - unless the socket was shut down, which the first accept reports. */
+  if (!l->oneshot && !(l->unix_domain && read_shut(fd)) && (r = arm(l)) < 0) {
+    /* The hup poll may be armed, its accept not: it must end before l
+     * goes. */
+    l->closing = true;
+    request_cancel_all(l);
+    while (l->hup_armed)
+      wait_in(&l->closer, WEFT_NO_DEADLINE, false);
     t->pinned_ops--;
     weft__task_release(t);
     free(l);
@@ -361,7 +432,7 @@ static void close_queued(weft_listener *l)
 static void close_here(weft_listener *l)
 {
   l->closing = true;
-  request_cancel(l);
+  request_cancel_all(l);
   /* A task waiting in accept returns -EBADF: woken here, or (one at a
    * time) by the end of its accept. */
   wake(&l->waiter);
@@ -369,7 +440,7 @@ static void close_here(weft_listener *l)
     weft__op_cancel_task(l->acceptor);
   /* Even a cancelled task waits here: l must outlive the op's last CQE and
    * every task in accept, woken or not yet (on l's shard: see wait_in). */
-  while (l->armed || l->users)
+  while (l->armed || l->hup_armed || l->users)
     wait_in(&l->closer, WEFT_NO_DEADLINE, false);
   close_queued(l);
   shard_unlink(l);
@@ -431,7 +502,7 @@ void weft__listener_sweep(weft__shard *sh)
   while (sh->listeners) {
     weft_listener *l = sh->listeners;
     shard_unlink(l);
-    request_cancel(l);
+    request_cancel_all(l);
     l->sh_next = sh->swept;
     sh->swept = l;
   }

@@ -215,9 +215,10 @@ WEFT_API int weft_listener_open(weft_listener **l, int fd, int flags);
  * a connection already queued is handed out even when the deadline has
  * passed or the task is cancelled (unlike weft_accept_dl, whose connection
  * would still be in the kernel's backlog), so that it is not left behind.
- * -EINVAL for NULL or when called on another shard, -EPERM on a plain
- * thread, -ENOMEM if a connection had to be dropped for want of memory,
- * -EBUSY at once if another task is in weft_listener_accept on l (waiting,
+ * -EINVAL for NULL or when called on another shard, or when the socket was
+ * shut down for reading (SHUT_RD; a Unix-domain one as well, which still
+ * listens but accepts no more), -EPERM on a plain thread, -ENOMEM if a
+ * connection had to be dropped for want of memory, -EBUSY at once if another task is in weft_listener_accept on l (waiting,
  * or woken and not returned yet): one caller at a time, the other's wait
  * goes on unharmed.
  * -EBADF: weft_listener_close(l) has begun - from any task or thread,

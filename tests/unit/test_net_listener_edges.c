@@ -7,6 +7,8 @@
  */
 #include "net_test.h"
 
+#include "fault.h"
+
 #define RESULT_NONE INT_MIN
 
 struct busy {
@@ -113,6 +115,82 @@ static void *tcp_shut_rd_body(void *arg)
 Test(net, listener_tcp_shut_rd_is_not_a_missing_multishot, .timeout = 60)
 {
   rt_run(1, tcp_shut_rd_body, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+/* A Unix-domain listener shut down for reading still listens, but every
+ * accept of it fails - at once with -EINVAL where it may wait, and with
+ * -EAGAIN where it may not, which io_uring then polls for again and again:
+ * the listener's accept would never end. It is -EINVAL, both ways the
+ * listener accepts, and for a listener opened after the shutdown too. */
+static void *unix_shut_rd_body(void *arg)
+{
+  (void)arg;
+  char path[64];
+  snprintf(path, sizeof(path), "@weft-test-shut-rd-%d", (int)getpid());
+  for (int oneshot = 0; oneshot < 2; oneshot++) {
+    for (int before = 0; before < 2; before++) {
+      int lfd = weft_unix_listen(path, SOCK_STREAM, 4);
+      CO_CHECK(lfd >= 0);
+      weft_listener *l;
+      atomic_store(&weft__net_refused, oneshot ? WEFT__NET_NO_MULTISHOT : 0u);
+      if (before)
+        CO_EQ(weft_shutdown(lfd, SHUT_RD), 0);
+      CO_EQ(weft_listener_open(&l, lfd, 0), 0);
+      atomic_store(&weft__net_refused, 0);
+      if (!before) {
+        /* It serves until then. */
+        int c = weft_unix_connect(path, SOCK_STREAM);
+        CO_CHECK(c >= 0);
+        int s = weft_listener_accept(l, weft_now() + 5 * WEFT_SEC);
+        CO_CHECK(s >= 0);
+        close(s);
+        close(c);
+        CO_EQ(weft_shutdown(lfd, SHUT_RD), 0);
+      }
+      CO_EQ(weft_listener_accept(l, weft_now() + 5 * WEFT_SEC), -EINVAL);
+      weft_listener_close(l);
+      close(lfd);
+    }
+  }
+  return NULL;
+}
+
+/* An open whose accept cannot be armed after its hup poll was (no SQE for
+ * it) ends that poll before it fails: nothing is left in flight. */
+static void *unix_open_sq_full_body(void *arg)
+{
+  (void)arg;
+  char path[64];
+  snprintf(path, sizeof(path), "@weft-test-open-sq-%d", (int)getpid());
+  int lfd = weft_unix_listen(path, SOCK_STREAM, 4);
+  CO_CHECK(lfd >= 0);
+  weft_stats s0 = io_stats();
+  weft__fault_arm(WEFT__FAULT_OP_SQ, 2);
+  weft_listener *l = NULL;
+  CO_EQ(weft_listener_open(&l, lfd, 0), -EBUSY);
+  weft__fault_arm(WEFT__FAULT_OP_SQ, 0);
+  CO_CHECK(l == NULL);
+  weft_stats s1 = io_stats();
+  CO_EQ(s1.ops_submitted - s0.ops_submitted, 1);
+  CO_EQ(s1.ops_completed - s0.ops_completed, 1);
+  CO_EQ(weft_listener_open(&l, lfd, 0), 0);
+  weft_listener_close(l);
+  close(lfd);
+  return NULL;
+}
+
+Test(net, listener_unix_open_without_an_sqe_for_its_accept, .timeout = 30)
+{
+  rt_run(1, unix_open_sq_full_body, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+Test(net, listener_unix_shut_rd_is_einval, .timeout = 60)
+{
+  rt_run(1, unix_shut_rd_body, NULL);
   rt_assert_clean();
   rt_assert_no_leaks();
 }
