@@ -31,6 +31,8 @@ enum weft__fault_site {
                             -EBUSY; apart from WEFT__FAULT_SQ_FULL, whose tests
                             count on every op passing it by) */
   WEFT__FAULT_TRING_SUBMIT, /* a plain thread's own ring refusing a submission (-ENOMEM) */
+  WEFT__FAULT_CANCEL_MISS, /* an op's IORING_OP_ASYNC_CANCEL that finds nothing (the
+                            kernel's -ENOENT / -EALREADY): dropped, not submitted */
   WEFT__FAULT_NSITES
 };
 

@@ -88,6 +88,11 @@ static void requeue_cancel(weft__shard *sh, weft__op *op)
   weft__spin_unlock(&t->wait_lock);
 }
 
+void weft__op_resend_cancel(weft__op *op)
+{
+  requeue_cancel(op->sh, op);
+}
+
 /* weft__op_prepare; `timed`: the op itself ends at the deadline (else
  * only the checks are made, and the op has none). */
 static int prepare(weft__op *op, int64_t deadline, bool timed)
@@ -286,7 +291,9 @@ void weft__op_drain_cancels(weft__shard *sh)
   while (op) {
     weft__op *next = op->cancel_next;
     op->cancel_queued = false; /* out of the inbox (live: see weft__op_finish) */
-    if (!op->done) {
+    /* A cancel that misses its op (one between two arms of its poll, say)
+     * leaves it running: the fault site plays that. */
+    if (!op->done && !weft__fault_hit(WEFT__FAULT_CANCEL_MISS)) {
       struct io_uring_sqe *sqe = weft__ring_sqe(sh);
       if (!sqe) {
         /* No SQE even after a submit: keep the ops still in flight for

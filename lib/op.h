@@ -124,6 +124,11 @@ void weft__op_rearm(weft__op *op, struct io_uring_sqe *sqe);
  * the owning shard for ops only it touches). */
 void weft__op_queue_cancel(weft__op *op);
 
+/* Sends a cancelled op's cancel again, unless it is still queued (owning
+ * shard): a cancel can miss - reach the kernel while a multishot op is
+ * between two arms and find nothing - and the op then goes on. */
+void weft__op_resend_cancel(weft__op *op);
+
 /* Cancels the op task t is suspended in, if any (any thread). */
 void weft__op_cancel_task(weft_task *t);
 

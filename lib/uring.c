@@ -307,6 +307,18 @@ static void request_cancel(struct weft_uring_multishot *ms)
   weft__spin_unlock(&t->wait_lock);
 }
 
+/* How long a wait for a cancelled op's end lasts before the cancel is sent
+ * again: a cancel can miss (it reaches the kernel while the op is between
+ * two arms of its poll, and finds nothing), and the op then goes on. A
+ * period of retries, not a limit: the wait goes on until the op ends. */
+#define CANCEL_RESEND_NS (100 * WEFT_MSEC)
+
+static void resend_cancel(struct weft_uring_multishot *ms)
+{
+  if (!ms->ended)
+    weft__op_resend_cancel(&ms->op);
+}
+
 /* Suspends until ms_cqe wakes us; returns the wait's result. */
 static int wait_cqe(struct weft_uring_multishot *ms, int64_t deadline, bool cancellable)
 {
@@ -376,7 +388,15 @@ int weft_uring_multishot_next(weft_uring_multishot *ms, int *res, unsigned *flag
        * chance to submit the cancel or reap, to a caller that keeps
        * calling. */
       request_cancel(ms);
-      int r = wait_cqe(ms, deadline, false);
+      int64_t resend = weft__add_sat(weft__now(), CANCEL_RESEND_NS);
+      bool ours = deadline < 0 || resend < deadline;
+      int r = wait_cqe(ms, ours ? resend : deadline, false);
+      if (r == -ENOMEM && ours && deadline < 0)
+        r = wait_cqe(ms, WEFT_NO_DEADLINE, false); /* no room for our timer */
+      if (r == -ETIMEDOUT && ours) {
+        resend_cancel(ms);
+        continue;
+      }
       if (r < 0 && !ms->count && !ms->ended)
         return r;
       continue;
@@ -396,8 +416,13 @@ int weft_uring_multishot_end(weft_uring_multishot *ms)
   request_cancel(ms);
   /* Wait for the final CQE even if the task is cancelled: the op must be
    * over before ms is freed. */
-  while (!ms->ended)
-    wait_cqe(ms, WEFT_NO_DEADLINE, false);
+  while (!ms->ended) {
+    int r = wait_cqe(ms, weft__add_sat(weft__now(), CANCEL_RESEND_NS), false);
+    if (r == -ENOMEM)
+      wait_cqe(ms, WEFT_NO_DEADLINE, false); /* no room for the timer */
+    else if (r == -ETIMEDOUT)
+      resend_cancel(ms);
+  }
   ms->op.task->pinned_ops--;
   weft__task_unhold(ms->op.task, &ms->held);
   free(ms->q);

@@ -172,8 +172,10 @@ WEFT_API int weft_uring_multishot_next(weft_uring_multishot *ms, int *res, unsig
  * still queued or coming, then 0. Returns 0, -EINVAL, -EPERM. */
 WEFT_API int weft_uring_multishot_cancel(weft_uring_multishot *ms);
 
-/* Cancels the op if it is still active, waits for its final CQE, drops the
- * CQEs still queued and frees ms. Returns 0, -EINVAL, or -EPERM (not the
+/* Cancels the op if it is still active, waits for its final CQE (sending
+ * the cancel again every 100 ms until it comes: a cancel can miss an op
+ * between two arms of its poll, as next() does in a cancelled task), drops
+ * the CQEs still queued and frees ms. Returns 0, -EINVAL, or -EPERM (not the
  * coroutine that began it: ms is left alone). */
 WEFT_API int weft_uring_multishot_end(weft_uring_multishot *ms);
 

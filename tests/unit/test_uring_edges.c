@@ -370,3 +370,58 @@ Test(uring, a_lost_cqe_is_reported_in_its_place, .timeout = 30)
   if (unsupported)
     cr_skip_test("multishot timeouts need kernel 6.4");
 }
+
+/* ---- a cancel that misses ------------------------------------------------------------ */
+
+/* A cancel can find nothing to cancel (a multishot op between two arms of
+ * its poll) and the op goes on: the fault site drops the first cancel
+ * sent. end() cancels again until the op has ended, as does next() in a
+ * cancelled task - else both would wait for ever. */
+static void *cancel_miss_end_main(void *arg)
+{
+  (void)arg;
+  int p[2];
+  CO_EQ(io_pipe(p), 0);
+  weft_uring_multishot *ms;
+  CO_EQ(poll_begin(&ms, p[0]), 0);
+  weft__fault_arm(WEFT__FAULT_CANCEL_MISS, 1);
+  CO_EQ(weft_uring_multishot_end(ms), 0);
+  CO_EQ(atomic_load(&weft__fault_countdown[WEFT__FAULT_CANCEL_MISS]), 0);
+  weft__fault_arm(WEFT__FAULT_CANCEL_MISS, 0);
+  io_close_pipe(p);
+  return NULL;
+}
+
+Test(uring, multishot_end_sends_a_missed_cancel_again, .timeout = 30)
+{
+  rt_run(1, cancel_miss_end_main, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
+
+static void *cancel_miss_drain_main(void *arg)
+{
+  (void)arg;
+  int p[2];
+  CO_EQ(io_pipe(p), 0);
+  weft_uring_multishot *ms;
+  CO_EQ(poll_begin(&ms, p[0]), 0);
+  weft__fault_arm(WEFT__FAULT_CANCEL_MISS, 1);
+  CO_EQ(weft_cancel(weft_task_self()), 0);
+  int r;
+  while ((r = weft_uring_multishot_next(ms, NULL, NULL, WEFT_NO_DEADLINE)) == 1)
+    ;
+  CO_EQ(r, -ECANCELED);
+  CO_EQ(atomic_load(&weft__fault_countdown[WEFT__FAULT_CANCEL_MISS]), 0);
+  weft__fault_arm(WEFT__FAULT_CANCEL_MISS, 0);
+  CO_EQ(weft_uring_multishot_end(ms), 0);
+  io_close_pipe(p);
+  return NULL;
+}
+
+Test(uring, multishot_drain_sends_a_missed_cancel_again, .timeout = 30)
+{
+  rt_run(1, cancel_miss_drain_main, NULL);
+  rt_assert_clean();
+  rt_assert_no_leaks();
+}
