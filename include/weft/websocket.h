@@ -168,7 +168,8 @@ WEFT_API ssize_t weft_ws_recv(weft_ws *ws, void *buf, size_t cap, int *type, int
 
 /* Sends one message (a single frame). 0, or -EINVAL (bad type, NULL buf
  * with n > 0), -EILSEQ (WEFT_WS_TEXT that is not UTF-8: nothing is sent),
- * -EPIPE (closed: weft_ws_close was called, or the connection broke),
+ * -EPIPE (closed: weft_ws_close was called, or the connection broke; a
+ * peer gone away is -EPIPE too, never a SIGPIPE, on a plain thread as well),
  * -ETIMEDOUT, -ECANCELED, the socket's errors. */
 WEFT_API int weft_ws_send(weft_ws *ws, int type, const void *buf, size_t n, int64_t deadline);
 

@@ -10,6 +10,8 @@
  */
 #include "ws_test.h"
 
+#include <signal.h>
+
 #define RFC_REQUEST                                                                           \
   "GET /chat HTTP/1.1\r\nHost: server.example.com\r\nUpgrade: websocket\r\n"                \
   "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"                   \
@@ -673,6 +675,35 @@ Test(websocket, plain_threads_talk_too, .timeout = 30)
   weft_ws_free(ws);
   close(sv[0]);
   close(sv[1]);
+}
+
+/* A plain thread's frames to a peer that went away: -EPIPE, and no
+ * SIGPIPE (blocked here, so one raised would stay pending) - a send, a
+ * ping and a close, each on a connection of its own. */
+Test(websocket, a_plain_threads_frame_to_a_gone_peer_is_epipe_without_sigpipe, .timeout = 30)
+{
+  sigset_t pipe_only, old, pending;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  cr_assert_eq(pthread_sigmask(SIG_BLOCK, &pipe_only, &old), 0);
+  for (int op = 0; op < 3; op++) {
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    cr_assert_eq(send(sv[1], RFC_REQUEST, strlen(RFC_REQUEST), 0), (ssize_t)strlen(RFC_REQUEST));
+    weft_ws *ws;
+    cr_assert_eq(weft_ws_accept(&ws, sv[0], weft_now() + 5 * WEFT_SEC), 0);
+    close(sv[1]);
+    int r = op == 0   ? weft_ws_send(ws, WEFT_WS_TEXT, "gone", 4, WEFT_NO_DEADLINE)
+            : op == 1 ? weft_ws_ping(ws, "p", 1, WEFT_NO_DEADLINE)
+                      : weft_ws_close(ws, 1000, NULL, WEFT_NO_DEADLINE);
+    cr_assert_eq(r, -EPIPE, "op %d: %d", op, r);
+    cr_assert_eq(sigpending(&pending), 0);
+    cr_assert(!sigismember(&pending, SIGPIPE), "op %d raised SIGPIPE", op);
+    weft_ws_free(ws);
+    close(sv[0]);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  rt_assert_clean();
 }
 
 Test(websocket, utf8_validation, .timeout = 10)
