@@ -575,18 +575,27 @@ static bool token_safe(const char *s)
   return true;
 }
 
-/* The request head's length, or 0 when an option is not valid. */
+/* The request head's fixed part: the request line, the handshake's own
+ * headers around the target (%s), host (%s) and key (%s). */
+#define REQUEST_LINES                                                                         \
+  "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"             \
+  "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n"
+#define KEY_LEN 24 /* base64 of 16 bytes */
+
+/* The request head's length in bytes, to the byte (what write_request
+ * writes, its blank line included), or 0 when an option is not valid. */
 static size_t request_size(const char *host, const char *path, const weft_ws_opts *o)
 {
-  size_t n = strlen(host) + strlen(path) + 160; /* the fixed lines and the key */
+  size_t n = sizeof(REQUEST_LINES) - 1 - 3 * 2 + strlen(path) + strlen(host) + KEY_LEN + 2;
   if (!o)
     return n;
   if (o->check || !protocols_valid(o->protocols))
     return 0;
   if (o->protocols && o->protocols[0]) {
-    n += sizeof("Sec-WebSocket-Protocol: \r\n");
+    /* "Sec-WebSocket-Protocol: a, b\r\n" */
+    n += sizeof("Sec-WebSocket-Protocol: ") - 1;
     for (const char *const *p = o->protocols; *p; p++)
-      n += strlen(*p) + 2;
+      n += strlen(*p) + 2; /* ", " after each, "\r\n" after the last */
   }
   for (const char *const *h = o->headers; h && *h; h++) {
     if (!extra_header_valid(*h))
@@ -596,17 +605,14 @@ static size_t request_size(const char *host, const char *path, const weft_ws_opt
   return n;
 }
 
+/* Writes the request head of `size` bytes (request_size). */
 static int write_request(weft_ws *ws, const char *host, const char *path, const char *key,
-                         const weft_ws_opts *o, size_t cap, int64_t deadline)
+                         const weft_ws_opts *o, size_t size, int64_t deadline)
 {
-  char *req = weft__malloc(cap);
+  char *req = weft__malloc(size + 1);
   if (!req)
     return -ENOMEM;
-  size_t n = (size_t)snprintf(req, cap,
-                              "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\n"
-                              "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
-                              "Sec-WebSocket-Version: 13\r\n",
-                              path, host, key);
+  size_t cap = size + 1, n = (size_t)snprintf(req, cap, REQUEST_LINES, path, host, key);
   if (o && o->protocols && o->protocols[0]) {
     n += (size_t)snprintf(req + n, cap - n, "Sec-WebSocket-Protocol: ");
     for (const char *const *p = o->protocols; *p; p++)
@@ -645,7 +651,7 @@ static bool check_answer(const char *name, const char *value, void *arg)
 }
 
 static int connect_request(weft_ws *ws, const char *host, const char *path,
-                           const weft_ws_opts *o, size_t cap, int64_t deadline)
+                           const weft_ws_opts *o, size_t size, int64_t deadline)
 {
   unsigned char nonce[16];
   int saved = errno;
@@ -653,10 +659,10 @@ static int connect_request(weft_ws *ws, const char *host, const char *path,
   errno = saved;
   if (!got)
     return -EIO;
-  char key[25], want[29];
+  char key[KEY_LEN + 1], want[29];
   base64(nonce, sizeof(nonce), key);
   weft__ws_accept_value(key, want);
-  int r = write_request(ws, host, path, key, o, cap, deadline);
+  int r = write_request(ws, host, path, key, o, size, deadline);
   if (r < 0)
     return r;
   struct head *h = weft__calloc(1, sizeof(*h));
@@ -688,14 +694,14 @@ int weft_ws_connect_opts(weft_ws **out, int fd, const char *host, const char *pa
   if (!out || fd < 0 || !host || !path || path[0] != '/' || !*host || !token_safe(host) ||
       !token_safe(path) || strlen(path) >= WS_PATH_MAX)
     return -EINVAL;
-  size_t cap = request_size(host, path, o);
-  if (cap == 0 || cap > HEADER_MAX)
+  size_t size = request_size(host, path, o);
+  if (size == 0 || size > HEADER_MAX)
     return -EINVAL;
   weft_ws *ws = weft__ws_new(fd, true);
   if (!ws)
     return -ENOMEM;
   weft_reader_set_deadline(ws->rd, deadline);
-  int r = connect_request(ws, host, path, o, cap, deadline);
+  int r = connect_request(ws, host, path, o, size, deadline);
   if (r < 0) {
     weft_ws_free(ws);
     return r;

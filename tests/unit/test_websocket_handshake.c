@@ -7,7 +7,9 @@
  * a server's check refusing a request with the status it returns, the
  * options refused before anything is written, Connection lines repeated
  * (they count together), the key, version and accept lines repeated (they
- * may come once), and request lines parsed exactly.
+ * may come once), request lines parsed exactly, and the 8 KiB limit of a
+ * request head to the byte, for the server reading it and the client
+ * writing it.
  */
 #include "ws_test.h"
 
@@ -220,13 +222,20 @@ Test(websocket, handshake_allocation_failures_are_enomem, .timeout = 30)
 
 /* Runs a weft client with o on sv[0]; reads its request into head[cap] and
  * answers with a valid 101 plus `extra` header lines. The client's result
- * in *r. */
+ * in *r (with head "" if it failed before writing a byte). */
 static weft_ws *client_gets(int sv[2], const weft_ws_opts *o, const char *extra, int *r,
                             char *head, size_t cap)
 {
   struct connecting c = {.fd = sv[0], .o = o, .r = 1};
   weft_task *t;
   CO_EQ(io_spawn_on(&t, weft_shard_id(), connect_task, &c), 0);
+  CO_CHECK(RT_POLL(io_pending(sv[1]) > 0 || c.r != 1));
+  if (c.r != 1) {
+    CO_EQ(weft_join(t, NULL), 0);
+    head[0] = '\0';
+    *r = c.r;
+    return c.ws;
+  }
   raw_head(sv[1], head, cap);
   const char *k = strstr(head, "\r\nSec-WebSocket-Key: ");
   CO_CHECK(k != NULL);
@@ -774,5 +783,85 @@ Test(websocket, a_half_done_handshake_times_out_and_a_vanished_peer_resets_the_c
      .timeout = 30)
 {
   rt_run(2, half_done_main, NULL);
+  rt_assert_clean();
+}
+
+/* ---- the 8 KiB head limit, exactly ------------------------------------------------------ */
+
+#define HEAD_MAX 8192
+
+/* A valid request of exactly `total` bytes: REQUEST_HEAD, an X-Pad line
+ * filled up to the size, the blank line. */
+static void padded_request(char *req, size_t total)
+{
+  size_t n = (size_t)sprintf(req, "%sX-Pad: ", REQUEST_HEAD);
+  memset(req + n, 'a', total - n - 4);
+  memcpy(req + total - 4, "\r\n\r\n", 5);
+}
+
+/* A client's extra header "X-Pad: aaa..." of `len` bytes in buf. */
+static const char *pad_header(char *buf, size_t len)
+{
+  memcpy(buf, "X-Pad: ", 7);
+  memset(buf + 7, 'a', len - 7);
+  buf[len] = '\0';
+  return buf;
+}
+
+static void *head_limit_main(void *arg)
+{
+  (void)arg;
+  int sv[2], r;
+  static char req[HEAD_MAX + 2], head[HEAD_MAX + 2], pad[HEAD_MAX];
+  /* A server takes a request head of 8 KiB and refuses one byte more. */
+  for (size_t total = HEAD_MAX - 1; total <= HEAD_MAX + 1; total++) {
+    padded_request(req, total);
+    CO_EQ(strlen(req), total);
+    pair(sv);
+    weft_ws *ws = server_answers(sv, req, NULL, &r, head, sizeof(head));
+    if (total <= HEAD_MAX) {
+      if (r != 0)
+        rt_fail(__FILE__, __LINE__, "a head of %zu bytes: %d", total, r);
+      CO_CHECK(strncmp(head, "HTTP/1.1 101 ", 13) == 0);
+      weft_ws_free(ws);
+    } else {
+      CO_EQ(r, -EPROTO);
+      CO_CHECK(strncmp(head, "HTTP/1.1 400 ", 13) == 0);
+    }
+    io_close_pipe(sv);
+  }
+
+  /* A client writes a request head of 8 KiB and refuses one byte more,
+   * before writing anything, subprotocols and extra lines counted. The
+   * head with a short pad line first, to learn the size of the rest. */
+  const char *list[] = {pad_header(pad, 8), NULL};
+  weft_ws_opts o = {.protocols = chat_protocols, .headers = list};
+  pair(sv);
+  weft_ws *ws = client_gets(sv, &o, "", &r, head, sizeof(head));
+  CO_EQ(r, 0);
+  weft_ws_free(ws);
+  io_close_pipe(sv);
+  size_t rest = strlen(head) - 8;
+  for (size_t total = HEAD_MAX - 1; total <= HEAD_MAX; total++) {
+    list[0] = pad_header(pad, total - rest);
+    pair(sv);
+    ws = client_gets(sv, &o, "", &r, head, sizeof(head));
+    if (r != 0)
+      rt_fail(__FILE__, __LINE__, "a head of %zu bytes: %d", total, r);
+    CO_EQ(strlen(head), total);
+    weft_ws_free(ws);
+    io_close_pipe(sv);
+  }
+  list[0] = pad_header(pad, HEAD_MAX + 1 - rest);
+  pair(sv);
+  CO_EQ(weft_ws_connect_opts(&ws, sv[0], "server.example.com", "/chat", &o, DEADLINE()), -EINVAL);
+  nothing_sent(sv);
+  io_close_pipe(sv);
+  return NULL;
+}
+
+Test(websocket, a_request_head_of_8_kib_is_taken_and_one_byte_more_refused, .timeout = 30)
+{
+  rt_run(1, head_limit_main, NULL);
   rt_assert_clean();
 }
