@@ -24,6 +24,11 @@ ssize_t weft__bufio_writev(int fd, const struct iovec *iov, int cnt, int64_t dea
 int weft__bufio_writev_all(int fd, struct iovec *iov, int cnt, size_t *written,
                            int64_t deadline);
 
+/* weft__bufio_writev_all through sendmsg(MSG_NOSIGNAL), for sockets: a peer
+ * that went away is -EPIPE, never a SIGPIPE - which a plain thread's writev,
+ * or a coroutine's through the ring, raises. */
+int weft__bufio_sendv_all(int fd, struct iovec *iov, int cnt, size_t *written, int64_t deadline);
+
 /* weft_write_dl until all n bytes are written. 0 or -errno. */
 int weft__bufio_write_all(int fd, const void *buf, size_t n, int64_t deadline);
 

@@ -14,10 +14,12 @@
 
 #include "weft/bufio.h"
 #include "weft/io.h"
+#include "weft/net.h"
 
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 /* ---- shared helpers --------------------------------------------------------- */
@@ -34,15 +36,19 @@ ssize_t weft__bufio_writev(int fd, const struct iovec *iov, int cnt, int64_t dea
   return weft__op_wait(&op);
 }
 
-int weft__bufio_writev_all(int fd, struct iovec *iov, int cnt, size_t *written,
-                           int64_t deadline)
+/* Writes iov[0, cnt) whole, through writev or (nosignal) weft_sendmsg_dl,
+ * which adds MSG_NOSIGNAL; the iovecs are advanced in place. */
+static int write_all_iov(int fd, struct iovec *iov, int cnt, size_t *written, int64_t deadline,
+                         bool nosignal)
 {
   while (cnt > 0 && iov[0].iov_len == 0) {
     iov++;
     cnt--;
   }
   while (cnt > 0) {
-    ssize_t r = weft__bufio_writev(fd, iov, cnt, deadline);
+    struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)cnt};
+    ssize_t r = nosignal ? weft_sendmsg_dl(fd, &m, 0, deadline)
+                         : weft__bufio_writev(fd, iov, cnt, deadline);
     if (r == -EINTR)
       continue;
     if (r < 0)
@@ -63,6 +69,17 @@ int weft__bufio_writev_all(int fd, struct iovec *iov, int cnt, size_t *written,
     }
   }
   return 0;
+}
+
+int weft__bufio_writev_all(int fd, struct iovec *iov, int cnt, size_t *written,
+                           int64_t deadline)
+{
+  return write_all_iov(fd, iov, cnt, written, deadline, false);
+}
+
+int weft__bufio_sendv_all(int fd, struct iovec *iov, int cnt, size_t *written, int64_t deadline)
+{
+  return write_all_iov(fd, iov, cnt, written, deadline, true);
 }
 
 int weft__bufio_write_all(int fd, const void *buf, size_t n, int64_t deadline)

@@ -11,12 +11,10 @@
 
 #include "weft/fs.h"
 #include "weft/io.h"
-#include "weft/net.h"
 
 #include <errno.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/socket.h>
 #include <sys/uio.h>
 
 enum { OP_CONT = 0, OP_TEXT = 1, OP_BINARY = 2, OP_CLOSE = 8, OP_PING = 9, OP_PONG = 10 };
@@ -97,41 +95,6 @@ static int next_mask(weft_ws *ws, unsigned char key[4])
   return 0;
 }
 
-/* Writes iov[0, cnt) whole, adding what went out to *went. sendmsg with
- * MSG_NOSIGNAL (weft_sendmsg_dl), not writev: a write to a peer that went
- * away must be -EPIPE, not a SIGPIPE that kills a process that did not
- * ignore it - a plain thread's writev, or a coroutine's through the ring,
- * raises one. The iovecs are advanced in place. */
-static int send_all(int fd, struct iovec *iov, int cnt, size_t *went, int64_t deadline)
-{
-  while (cnt > 0 && iov[0].iov_len == 0) {
-    iov++;
-    cnt--;
-  }
-  while (cnt > 0) {
-    struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)cnt};
-    ssize_t r = weft_sendmsg_dl(fd, &m, 0, deadline);
-    if (r == -EINTR)
-      continue;
-    if (r < 0)
-      return (int)r;
-    if (r == 0)
-      return -EIO; /* no progress and no error: never loop on it */
-    *went += (size_t)r;
-    size_t k = (size_t)r;
-    while (cnt > 0 && k >= iov[0].iov_len) {
-      k -= iov[0].iov_len;
-      iov++;
-      cnt--;
-    }
-    if (cnt > 0) {
-      iov[0].iov_base = (char *)iov[0].iov_base + k;
-      iov[0].iov_len -= k;
-    }
-  }
-  return 0;
-}
-
 /* One frame with FIN set, under the send lock. A failure after the first
  * byte went out leaves a frame cut short on the wire: the connection is
  * broken then - and by any transport error. A timeout or cancel before the
@@ -165,7 +128,7 @@ static int write_frame_locked(weft_ws *ws, int op, const void *data, size_t n, i
   int r = 0;
   size_t went = 0; /* bytes of the frame written */
   if (!ws->client) {
-    r = send_all(ws->fd, iov, n ? 2 : 1, &went, deadline);
+    r = weft__bufio_sendv_all(ws->fd, iov, n ? 2 : 1, &went, deadline);
   } else {
     /* The payload goes out masked, from a copy, a chunk at a time (the
      * copy is the connection's: frames are written under the send lock). */
@@ -177,7 +140,7 @@ static int write_frame_locked(weft_ws *ws, int op, const void *data, size_t n, i
       size_t k = n - done < WS_MASK_CHUNK ? n - done : WS_MASK_CHUNK;
       apply_mask(chunk, p + done, k, key, done);
       iov[cnt] = (struct iovec){chunk, k};
-      r = send_all(ws->fd, iov, cnt + 1, &went, deadline);
+      r = weft__bufio_sendv_all(ws->fd, iov, cnt + 1, &went, deadline);
       done += k;
       cnt = 0; /* the header went with the first chunk */
     } while (r == 0 && done < n);
