@@ -208,7 +208,6 @@ static bool read_shut(int fd)
  * arm) tells. */
 static void on_hup_cqe(weft__shard *sh, weft__op *op, int res, unsigned flags)
 {
-  (void)res;
   (void)flags;
   weft_listener *l = WEFT__CONTAINER_OF(op, weft_listener, hup);
   l->hup_armed = false;
